@@ -1,0 +1,1 @@
+"""Collective communication cost models (placeholder until the module lands)."""

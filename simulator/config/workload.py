@@ -1,0 +1,173 @@
+"""Workload schema: model, parallel plan and training settings.
+
+Field names follow Megatron-LM's command-line arguments so users can paste
+from real launch scripts (``--num-layers`` becomes ``num_layers``). Sizes are
+plain counts; this file holds no physical units. Cross-field rules that need
+the topology (GPU counts, NVLink domain sizes) live in
+:mod:`simulator.config.validate`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+from ..errors import ConfigError
+
+Strict = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class MoEConfig(BaseModel):
+    """Mixture-of-experts block (Megatron-Core ``--num-experts`` family)."""
+
+    model_config = Strict
+
+    num_experts: PositiveInt
+    router_topk: PositiveInt = 2
+    ffn_hidden_size: PositiveInt | None = None  # per expert; default: model ffn_hidden_size
+    shared_expert_ffn_hidden_size: int = Field(0, ge=0)
+    layer_freq: PositiveInt = 1  # every k-th layer is MoE
+    first_k_dense: int = Field(0, ge=0)  # dense layers before the first MoE layer
+    capacity_factor: float | None = Field(None, gt=0)  # None = dropless
+    max_nodes_per_token: PositiveInt | None = None  # DeepSeek-V3 node-limited routing
+    router_load: Literal["uniform", "skewed", "trace"] = "uniform"
+    router_skew: float = Field(0.0, ge=0)
+    router_trace: str | None = None
+    balancing: Literal["none", "aux_loss", "aux_free_bias"] = "none"
+
+    @model_validator(mode="after")
+    def _check(self) -> MoEConfig:
+        if self.router_topk > self.num_experts:
+            raise ConfigError("model.moe.router_topk", self.router_topk,
+                              f"must be at most num_experts ({self.num_experts})")
+        if self.router_load == "trace" and not self.router_trace:
+            raise ConfigError("model.moe.router_trace", None,
+                              "a CSV path is required when router_load is 'trace'")
+        return self
+
+
+class ModelConfig(BaseModel):
+    """Transformer decoder shape (Megatron-LM argument names)."""
+
+    model_config = Strict
+
+    name: str = "model"
+    num_layers: PositiveInt
+    hidden_size: PositiveInt
+    num_attention_heads: PositiveInt
+    num_query_groups: PositiveInt | None = None  # GQA; default = heads (MHA)
+    kv_channels: PositiveInt | None = None  # default hidden/heads
+    ffn_hidden_size: PositiveInt | None = None  # default 4*hidden
+    gated_linear_unit: bool = False  # SwiGLU: three FFN matrices instead of two
+    vocab_size: PositiveInt
+    seq_length: PositiveInt
+    untie_embeddings_and_output_weights: bool = False
+    moe: MoEConfig | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelConfig:
+        groups = self.num_query_groups or self.num_attention_heads
+        if self.num_attention_heads % groups:
+            raise ConfigError("model.num_query_groups", groups,
+                              f"must divide num_attention_heads ({self.num_attention_heads})")
+        if self.kv_channels is None and self.hidden_size % self.num_attention_heads:
+            raise ConfigError("model.hidden_size", self.hidden_size,
+                              f"must be divisible by num_attention_heads "
+                              f"({self.num_attention_heads}) unless kv_channels is given")
+        return self
+
+    # Resolved defaults (Megatron's rules), so callers never repeat them.
+    @property
+    def groups(self) -> int:
+        return self.num_query_groups or self.num_attention_heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.kv_channels or self.hidden_size // self.num_attention_heads
+
+    @property
+    def ffn(self) -> int:
+        return self.ffn_hidden_size or 4 * self.hidden_size
+
+
+class ParallelConfig(BaseModel):
+    """Parallel plan: degrees of each axis and the pipeline schedule."""
+
+    model_config = Strict
+
+    tensor: PositiveInt = 1
+    pipeline: PositiveInt = 1
+    data: PositiveInt = 1
+    context: PositiveInt = 1
+    context_parallel_algo: Literal["ring", "ring_zigzag", "ulysses", "hybrid"] = "ring_zigzag"
+    expert: PositiveInt = 1
+    expert_tensor: PositiveInt | None = None  # ETP; default = tensor (Megatron-Core)
+    virtual_pipeline: PositiveInt | None = None
+    sequence_parallel: bool = False
+    pipeline_schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
+    decoder_first_pipeline_num_layers: PositiveInt | None = None
+    decoder_last_pipeline_num_layers: PositiveInt | None = None
+    rank_order: str = "tp-cp-ep-dp-pp"
+
+    @model_validator(mode="after")
+    def _check(self) -> ParallelConfig:
+        axes = self.rank_order.split("-")
+        if sorted(axes) != sorted(["tp", "cp", "ep", "dp", "pp"]):
+            raise ConfigError("parallelism.rank_order", self.rank_order,
+                              "must order tp, cp, ep, dp, pp once each, joined by '-'")
+        vp = self.virtual_pipeline or 1
+        if self.pipeline_schedule == "interleaved" and vp < 2:
+            raise ConfigError("parallelism.virtual_pipeline", self.virtual_pipeline,
+                              "must be >= 2 with pipeline_schedule 'interleaved'")
+        if self.pipeline_schedule != "interleaved" and vp > 1:
+            raise ConfigError("parallelism.pipeline_schedule", self.pipeline_schedule,
+                              "must be 'interleaved' when virtual_pipeline > 1")
+        if vp > 1 and self.pipeline == 1:
+            raise ConfigError("parallelism.virtual_pipeline", vp,
+                              "needs parallelism.pipeline > 1")
+        return self
+
+    @property
+    def vp(self) -> int:
+        return self.virtual_pipeline or 1
+
+    @property
+    def etp(self) -> int:
+        return self.expert_tensor or self.tensor
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tensor * self.pipeline * self.data * self.context
+
+
+class TrainingConfig(BaseModel):
+    """Batch, precision, recompute and overlap switches (Megatron-LM names)."""
+
+    model_config = Strict
+
+    global_batch_size: PositiveInt
+    micro_batch_size: PositiveInt = 1
+    recompute: Literal["none", "selective", "full"] = "none"
+    precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    distributed_optimizer: bool = True
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
+    tp_comm_overlap: bool = False
+    use_flash_attn: bool = True
+    seed: int = Field(0, ge=0)
+
+
+class Workload(BaseModel):
+    """One training job: what runs, how it is split, how it is trained."""
+
+    model_config = Strict
+
+    model: ModelConfig
+    parallelism: ParallelConfig = ParallelConfig()
+    training: TrainingConfig
+
+    @property
+    def num_microbatches(self) -> int:
+        p = self.parallelism
+        return self.training.global_batch_size // (self.training.micro_batch_size * p.data)

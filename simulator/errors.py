@@ -1,0 +1,39 @@
+"""The one error type for user mistakes.
+
+A :class:`ConfigError` names the offending field (a dotted path such as
+``parallelism.tensor``), the value it had, and what would have been allowed.
+The CLI prints it on one line and exits with status 2. Anything else that
+escapes is an internal bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A user-facing configuration error.
+
+    Args:
+        field: dotted path of the offending field, e.g. ``"parallelism.tensor"``.
+        value: the value that was given (``None`` when the field was missing).
+        allowed: what would be accepted, in words.
+        source: optional file name (and line) the value came from.
+    """
+
+    def __init__(self, field: str, value: Any, allowed: str, source: str | None = None):
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        self.source = source
+        super().__init__(self.message())
+
+    def message(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        shown = _short_repr(self.value)
+        return f"{where}{self.field} = {shown}: {self.allowed}"
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,171 @@
+"""Hardware in SI units: GPUs, network tiers, and where parallel groups sit.
+
+Converted once from :mod:`simulator.config.topology` (``GBps`` -> bytes/s,
+``us`` -> s, ``TFLOP/s`` -> FLOP/s). Everything downstream reads these
+objects only.
+
+Extension point: a new fabric is a new :class:`Tier` list. Collectives ask a
+topology two things only: :meth:`Topology.place` (which tier a group spans and
+how many members share each domain) and the tier's link parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config.topology import TierConfig, TopologyConfig
+from ..errors import ConfigError
+
+GB = 1e9
+TB = 1e12
+US = 1e-6
+MB = 1e6
+
+
+@dataclass(frozen=True)
+class GPU:
+    """Accelerator peaks (FLOP/s, bytes, bytes/s) and achievable fractions."""
+
+    name: str
+    peak_flops: dict[str, float]
+    hbm_bytes: float
+    hbm_bandwidth: float
+    gemm_efficiency: float
+    gemm_half_dim: float
+    fp8_gemm_efficiency: float
+    attention_efficiency: float
+    memory_bandwidth_efficiency: float
+    kernel_overhead_s: float
+    framework_memory_bytes: float
+
+    def peak(self, dtype: str) -> float:
+        """Dense peak FLOP/s for ``dtype``; raises ConfigError if the GPU lacks it."""
+        if dtype not in self.peak_flops:
+            raise ConfigError("training.precision", dtype,
+                              f"{self.name} has no {dtype} tensor cores; "
+                              f"supported: {', '.join(sorted(self.peak_flops))}")
+        return self.peak_flops[dtype]
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One network level: domains of ``size`` GPUs.
+
+    ``bandwidth`` is bytes/s per GPU per direction at line rate; ``efficiency``
+    the fraction achieved by large ring transfers; ``nvls_busbw`` the in-switch
+    (NVLink SHARP) all-reduce bus bandwidth, bytes/s, where the tier has it.
+    """
+
+    name: str
+    size: int
+    bandwidth: float
+    latency_s: float
+    efficiency: float
+    oversubscription: float
+    nvls_busbw: float | None
+    alltoall_efficiency: float
+    half_bandwidth_bytes: float
+    curve_exponent: float
+
+    @property
+    def achievable(self) -> float:
+        """Large-message ring bandwidth per GPU per direction, bytes/s."""
+        return self.bandwidth * self.efficiency / self.oversubscription
+
+    def size_efficiency(self, nbytes: float) -> float:
+        """Fraction of ``achievable`` reached by a message of ``nbytes`` bytes.
+
+        ``1 / (1 + (S_half / S)**gamma)``: a two-parameter saturation curve fitted
+        per tier to nccl-tests bus bandwidth against message size (pipeline
+        fill, protocol and channel-count effects below ~100 MB).
+        """
+        if nbytes <= 0:
+            return 1.0
+        if self.half_bandwidth_bytes <= 0:
+            return 1.0
+        return 1.0 / (1.0 + (self.half_bandwidth_bytes / nbytes) ** self.curve_exponent)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a parallel group's ranks sit.
+
+    ``per_tier[i]`` is how many of the group's members share one tier-i
+    domain; ``span`` is the innermost tier whose domain holds the whole group.
+    """
+
+    size: int
+    stride: int
+    per_tier: tuple[int, ...]
+    span: int
+
+    @property
+    def local(self) -> int:
+        """Members inside one innermost (scale-up) domain."""
+        return self.per_tier[0]
+
+    @property
+    def domains(self) -> int:
+        """Number of innermost domains the group touches."""
+        return max(1, self.size // self.per_tier[0])
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A cluster: one GPU type plus tiers ordered innermost first."""
+
+    name: str
+    gpu: GPU
+    tiers: tuple[Tier, ...]
+
+    @property
+    def max_gpus(self) -> int:
+        return self.tiers[-1].size
+
+    @property
+    def scale_up(self) -> Tier:
+        return self.tiers[0]
+
+    def place(self, size: int, stride: int = 1) -> Placement:
+        """Placement of a group of ``size`` ranks ``stride`` apart in global rank order.
+
+        Ranks fill innermost domains first (rank r lives in tier-i domain
+        ``r // tiers[i].size``), as job launchers and Megatron's rank order do.
+        """
+        per_tier = []
+        for tier in self.tiers:
+            members = 1 if stride >= tier.size else min(size, max(1, tier.size // stride))
+            per_tier.append(members)
+        span = next((i for i, m in enumerate(per_tier) if m >= size), len(self.tiers) - 1)
+        return Placement(size=size, stride=stride, per_tier=tuple(per_tier), span=span)
+
+    @staticmethod
+    def from_config(cfg: TopologyConfig) -> Topology:
+        g = cfg.gpu
+        peaks = {"bf16": g.peak_tflops.bf16 * TB,
+                 "fp16": (g.peak_tflops.fp16 or g.peak_tflops.bf16) * TB}
+        if g.peak_tflops.fp8:
+            peaks["fp8"] = g.peak_tflops.fp8 * TB
+        if g.peak_tflops.fp32:
+            peaks["fp32"] = g.peak_tflops.fp32 * TB
+        gpu = GPU(
+            name=g.name, peak_flops=peaks, hbm_bytes=g.hbm_GB * GB,
+            hbm_bandwidth=g.hbm_bandwidth_TBps * TB, gemm_efficiency=g.gemm_efficiency,
+            gemm_half_dim=g.gemm_half_dim,
+            fp8_gemm_efficiency=g.fp8_gemm_efficiency or g.gemm_efficiency,
+            attention_efficiency=g.attention_efficiency,
+            memory_bandwidth_efficiency=g.memory_bandwidth_efficiency,
+            kernel_overhead_s=g.kernel_overhead_us * US,
+            framework_memory_bytes=g.framework_memory_GB * GB,
+        )
+        return Topology(name=cfg.name, gpu=gpu, tiers=tuple(_tier(t) for t in cfg.tiers))
+
+
+def _tier(t: TierConfig) -> Tier:
+    return Tier(
+        name=t.name, size=t.size, bandwidth=t.bandwidth_GBps * GB, latency_s=t.latency_us * US,
+        efficiency=t.efficiency, oversubscription=t.oversubscription,
+        nvls_busbw=t.nvls_busbw_GBps * GB if t.nvls_busbw_GBps else None,
+        alltoall_efficiency=t.alltoall_efficiency or t.efficiency,
+        half_bandwidth_bytes=t.half_bandwidth_MB * MB, curve_exponent=t.curve_exponent,
+    )

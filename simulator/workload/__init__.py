@@ -1,0 +1,1 @@
+"""Model + plan -> per-stage ops for one micro-batch."""
