@@ -1,0 +1,160 @@
+"""General activation-memory model (bytes per GPU), extending Korthikanti et al. 2022.
+
+Korthikanti's accounting (Section 4.1) of one GPT layer, per micro-batch, is
+``34*s*b*h + 5*a*s^2*b`` bytes: 16-bit tensors kept for the backward pass plus
+1-byte dropout masks. We split it into the parts the paper splits:
+
+* **replicated** ``10*s*b*h``: two norm inputs (2+2), QKV input (2), MLP input
+  (2), two dropout masks (1+1). Divided by ``t`` only with sequence parallelism.
+* **attention, TP-sharded**: Q ``2*s*b*a*d``, K and V ``2*s*b*g*d`` each (GQA:
+  ``g`` query groups, ``d`` head dim; equals ``6*s*b*h`` for MHA), output
+  projection input ``2*s*b*a*d``. Divided by ``t``.
+* **attention scores** ``5*a*s*s_kv*b`` (softmax output 2, dropout mask 1,
+  dropout output 2), divided by ``t``. Flash attention (``use_flash_attn``)
+  stores none of it, only softmax statistics (fp32 log-sum-exp, ``4*a*s*b``
+  bytes, under 1% of the rest for head dims >= 64, neglected), so it has the
+  same effect as selective recompute on this term.
+* **MLP, TP-sharded**: the activation's input and output, ``2*s*b*f`` each,
+  i.e. ``4*s*b*f`` (``= 16*s*b*h`` for ``f = 4h``). A gated FFN (SwiGLU) stores
+  both ffn-wide inputs of the activation (gate and up projection, ``2*2*s*b*f``)
+  plus its output (``2*s*b*f``): ``6*s*b*f`` bytes, by the same accounting.
+
+Context parallelism divides the local sequence ``s`` by ``cp``; the keys span
+the full sequence (``s_kv = seq_length``) only in the non-flash score term.
+
+MoE layers replace the dense MLP by a router (fp32 logits, ``4*E`` bytes per
+local token), an optional shared expert (dense-MLP accounting) and routed
+experts. Each local token goes to ``topk`` experts; the busiest EP rank gets
+``load`` times the uniform share, where ``load`` is the capacity factor when
+one is set (drop-and-pad: buffers are sized to capacity) and otherwise the
+caller's ``expert_load_factor`` (1.0 = uniform). Per GPU the routed tokens
+cost ``s*b*topk*load/t * (act(f_e) + 2*2*h*etp)`` bytes: the expert
+activation (``4`` or ``6`` bytes per ffn unit, as above) plus the dispatched
+input and the expert output kept for the probability-weighted combine, which
+are replicated over the ETP group. (With TP > 1 Megatron-Core requires
+sequence parallelism for MoE, so a TP group's tokens are spread over its ``t``
+ranks whatever the ETP.)
+
+FP8: Transformer Engine keeps the saved activations in 16-bit (it casts GEMM
+inputs on the fly), so fp8 uses the same 2 bytes per element here.
+"""
+
+from __future__ import annotations
+
+from ..config.workload import Workload
+from ..errors import ConfigError
+
+BYTES_16 = 2.0  # bf16 / fp16 element
+BYTES_FP32 = 4.0
+
+
+def _tokens(w: Workload) -> tuple[float, float, float]:
+    """(local sequence s/cp, micro-batch b, replicated-part divisor: t with SP else 1)."""
+    par = w.parallelism
+    sp_div = par.tensor if par.sequence_parallel else 1
+    return w.model.seq_length / par.context, w.training.micro_batch_size, sp_div
+
+
+def _mlp_bytes_per_token(w: Workload, ffn: int) -> float:
+    """Bytes per token of an FFN of width ``ffn``: 6*ffn gated (SwiGLU), 4*ffn otherwise."""
+    return (6.0 if w.model.gated_linear_unit else 4.0) * ffn
+
+
+def moe_load(w: Workload, expert_load_factor: float = 1.0) -> float:
+    """Routed tokens on the busiest EP rank over the uniform share (capacity factor if set)."""
+    if not expert_load_factor > 0:
+        raise ConfigError("expert_load_factor", expert_load_factor, "must be a number > 0")
+    moe = w.model.moe
+    if moe is not None and moe.capacity_factor is not None:
+        return moe.capacity_factor
+    return expert_load_factor
+
+
+def is_moe_layer(w: Workload, layer: int) -> bool:
+    """Whether global decoder layer ``layer`` (0-based) is an MoE layer.
+
+    Dense for the first ``first_k_dense`` layers, then every ``layer_freq``-th
+    (Megatron-Core ``--moe-layer-freq``; DeepSeek-V3 ``first_k_dense_replace``).
+    """
+    moe = w.model.moe
+    if moe is None or layer < moe.first_k_dense:
+        return False
+    return (layer - moe.first_k_dense) % moe.layer_freq == 0
+
+
+def _moe_mlp_bytes(w: Workload, s: float, b: float, sp_div: float, load: float) -> float:
+    m, par = w.model, w.parallelism
+    moe = m.moe
+    assert moe is not None
+    t = par.tensor
+    router = BYTES_FP32 * s * b * moe.num_experts / sp_div
+    shared = s * b * _mlp_bytes_per_token(w, moe.shared_expert_ffn_hidden_size) / t
+    f_e = moe.ffn_hidden_size or m.ffn
+    routed = s * b * moe.router_topk * load / t
+    experts = routed * (_mlp_bytes_per_token(w, f_e) + 2 * BYTES_16 * m.hidden_size * par.etp)
+    return router + shared + experts
+
+
+def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
+                               expert_load_factor: float = 1.0,
+                               recompute: str | None = None) -> float:
+    """Bytes of activations one GPU keeps for one layer and one micro-batch.
+
+    ``recompute`` defaults to ``w.training.recompute``: ``"none"`` keeps
+    everything above; ``"selective"`` drops the attention-score term
+    (Korthikanti Section 5); ``"full"`` keeps the 16-bit layer input only,
+    ``2*s*b*h`` (divided by ``t`` with SP, as Megatron checkpoints the
+    sequence-parallel shard). Units: bytes. Source: Korthikanti et al. 2022,
+    Table 2, extended as described in the module docstring.
+    """
+    m, par, tr = w.model, w.parallelism, w.training
+    mode = recompute or tr.recompute
+    s, b, sp_div = _tokens(w)
+    h, t = m.hidden_size, par.tensor
+    if mode == "full":
+        return BYTES_16 * s * b * h / sp_div
+    replicated = 10.0 * s * b * h / sp_div
+    qd, kvd = m.num_attention_heads * m.head_dim, m.groups * m.head_dim
+    attention = BYTES_16 * s * b * (qd + 2 * kvd + qd) / t
+    scores = 0.0
+    if not tr.use_flash_attn and mode != "selective":
+        scores = 5.0 * m.num_attention_heads * s * m.seq_length * b / t
+    if moe_layer and m.moe is not None:
+        mlp = _moe_mlp_bytes(w, s, b, sp_div, moe_load(w, expert_load_factor))
+    else:
+        mlp = s * b * _mlp_bytes_per_token(w, m.ffn) / t
+    return replicated + attention + scores + mlp
+
+
+def microbatches_in_flight(w: Workload, stage: int) -> float:
+    """Micro-batches whose activations stage ``stage`` holds at its peak.
+
+    GPipe: all ``m``. 1F1B: ``min(p - stage, m)`` (Narayanan et al. 2021).
+    Interleaved (``v`` chunks per stage): Megatron warms up
+    ``2*(p-stage-1) + (v-1)*p`` chunk-micro-batches plus the one in flight, each
+    ``1/v`` of a stage, so stage 0 holds ``p*(1 + (p-1)/(p*v))`` stage
+    micro-batches (Korthikanti 2022, Section 4.2.3). Capped at ``m*v`` chunks.
+    """
+    par = w.parallelism
+    p, v, m = par.pipeline, par.vp, w.num_microbatches
+    if par.pipeline_schedule == "gpipe":
+        return float(m)
+    if par.pipeline_schedule == "interleaved":
+        chunks = 2 * (p - stage - 1) + (v - 1) * p + 1
+        return min(chunks, m * v) / v
+    return float(min(p - stage, m))
+
+
+def embedding_activation_bytes(w: Workload) -> float:
+    """Input embedding's dropout mask, ``s*b*h`` bytes (1 byte, SP-sharded); Korthikanti 4.3."""
+    s, b, sp_div = _tokens(w)
+    return s * b * w.model.hidden_size / sp_div
+
+
+def output_activation_bytes(w: Workload) -> float:
+    """Last stage head: final-norm and output-layer inputs (``2*2*s*b*h``, SP-sharded) and
+    fp32 logits for the vocab-parallel cross-entropy (``4*s*b*V/t``), Korthikanti 4.3."""
+    s, b, sp_div = _tokens(w)
+    t = w.parallelism.tensor
+    return 2 * BYTES_16 * s * b * w.model.hidden_size / sp_div \
+        + BYTES_FP32 * s * b * w.model.vocab_size / t

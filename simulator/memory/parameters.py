@@ -1,0 +1,117 @@
+"""Parameter counts held by one GPU of a pipeline stage (counts, not bytes).
+
+Per decoder layer, per tensor-parallel rank (Megatron-LM sharding, biases
+neglected):
+
+* attention: QKV ``h*(a + 2g)*d / t`` (GQA) and output projection ``a*d*h / t``;
+* dense MLP: ``(3 if gated else 2) * h * ffn / t`` (SwiGLU has three matrices);
+* two norms ``2*2*h`` (LayerNorm weight and bias), replicated over TP;
+* MoE layer instead of the dense MLP: router ``h*E`` (replicated), shared
+  expert like a dense MLP, and ``E/EP`` routed experts per rank, each sharded
+  over ETP: ``(E/EP) * (3|2) * h * f_e / etp``. Routed-expert parameters are
+  "expert" parameters (their optimizer is sharded over expert-DP).
+
+Embedding ``V_pad*h/t`` on the first stage (vocab padded to a multiple of
+``128*t``, as Megatron's ``--make-vocab-size-divisible-by 128``); output layer
+``V_pad*h/t`` plus the final norm on the last stage when the embeddings are
+untied, or tied with PP > 1 (the last stage keeps its own copy of the word
+embedding). With tied embeddings and PP = 1 the one copy serves both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config.workload import Workload
+from ..errors import ConfigError
+from ..workload.partition import Partition
+from .activations import is_moe_layer
+
+
+@dataclass(frozen=True)
+class StageParams:
+    """Parameters on one GPU of a stage: ``dense`` (sharded over DP*CP by the distributed
+    optimizer) and ``expert`` (routed experts, sharded over expert-DP)."""
+
+    dense: float
+    expert: float
+
+    @property
+    def total(self) -> float:
+        return self.dense + self.expert
+
+
+def _mlp_params(w: Workload, ffn: int) -> float:
+    return (3 if w.model.gated_linear_unit else 2) * w.model.hidden_size * ffn
+
+
+def layer_params(w: Workload, moe_layer: bool) -> StageParams:
+    """(dense, expert) parameter counts of one decoder layer on one GPU."""
+    m, par = w.model, w.parallelism
+    h, t, d = m.hidden_size, par.tensor, m.head_dim
+    attention = (h * (m.num_attention_heads + 2 * m.groups) * d
+                 + m.num_attention_heads * d * h) / t
+    norms = 4.0 * h
+    if not (moe_layer and m.moe is not None):
+        return StageParams(dense=attention + norms + _mlp_params(w, m.ffn) / t, expert=0.0)
+    moe = m.moe
+    router = float(h * moe.num_experts)
+    shared = _mlp_params(w, moe.shared_expert_ffn_hidden_size) / t
+    experts = moe.num_experts / par.expert * _mlp_params(w, moe.ffn_hidden_size or m.ffn) / par.etp
+    return StageParams(dense=attention + norms + router + shared, expert=experts)
+
+
+def padded_vocab(w: Workload) -> int:
+    """Vocabulary padded to a multiple of ``128 * t`` (Megatron-LM default)."""
+    unit = 128 * w.parallelism.tensor
+    return -(-w.model.vocab_size // unit) * unit
+
+
+def stage_layer_indices(partition: Partition, stage: int) -> list[int]:
+    """Global 0-based decoder-layer indices on ``stage``; chunk c of stage s is global
+    chunk ``c*p + s`` (Megatron's interleaving order)."""
+    p = partition.num_stages
+    vp = len(partition.layers[0])
+    counts = [partition.layers[g % p][g // p] for g in range(p * vp)]
+    out: list[int] = []
+    for c in range(vp):
+        g = c * p + stage
+        start = sum(counts[:g])
+        out.extend(range(start, start + counts[g]))
+    return out
+
+
+def stage_params(w: Workload, partition: Partition, stage: int) -> StageParams:
+    """Parameters held by one GPU of ``stage``: its layers plus embedding / output layer."""
+    dense = expert = 0.0
+    cache: dict[bool, StageParams] = {}
+    for layer in stage_layer_indices(partition, stage):
+        moe = is_moe_layer(w, layer)
+        lp = cache.setdefault(moe, layer_params(w, moe))
+        dense += lp.dense
+        expert += lp.expert
+    h, p = w.model.hidden_size, partition.num_stages
+    table = padded_vocab(w) * h / w.parallelism.tensor
+    if stage == 0:
+        dense += table
+    if stage == p - 1:
+        dense += h  # final norm
+        if w.model.untie_embeddings_and_output_weights or p > 1:
+            dense += table
+    return StageParams(dense=dense, expert=expert)
+
+
+def expert_data_parallel(w: Workload) -> int:
+    """Expert-DP size ``(DP*CP*TP) / (EP*ETP)`` (Megatron-Core MoE parallel folding)."""
+    par = w.parallelism
+    outer = par.data * par.context * par.tensor
+    inner = par.expert * par.etp
+    if outer % inner:
+        raise ConfigError("parallelism.expert", par.expert,
+                          f"expert*expert_tensor ({inner}) must divide "
+                          f"data*context*tensor ({outer})")
+    moe = w.model.moe
+    if moe is not None and moe.num_experts % par.expert:
+        raise ConfigError("parallelism.expert", par.expert,
+                          f"must divide model.moe.num_experts ({moe.num_experts})")
+    return outer // inner
