@@ -1,0 +1,69 @@
+"""``clustersim memory``: table, json, and one-line config errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simulator.cli import main as cli
+
+
+@pytest.fixture
+def run(monkeypatch, capsys):
+    # Dispatch through the real entry point with only this subcommand loaded, so the
+    # test does not depend on other subcommands' modules.
+    monkeypatch.setattr(cli, "COMMANDS", ["simulator.cli.memory"])
+
+    def _run(*argv: str) -> tuple[int, str, str]:
+        code = cli.main(["memory", *argv])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+    return _run
+
+
+def test_registered():
+    assert "simulator.cli.memory" in cli.COMMANDS
+
+
+def test_table_per_stage_and_verdict(run):
+    code, out, err = run("llama3-70b", "--topology", "dgx-h100")
+    assert code == 0 and not err
+    lines = out.strip().splitlines()
+    header = next(line for line in lines if line.split()[:1] == ["stage"])
+    assert header.split() == ["stage", "params", "grads", "optim", "activ", "comm", "frmwk",
+                              "total", "fits"]
+    rows = [line for line in lines if line.split()[:1] and line.split()[0].isdigit()]
+    assert len(rows) == 4
+    assert lines[-1].startswith("FITS: stage 0 needs")
+
+
+def test_table_says_clearly_when_it_does_not_fit(run):
+    code, out, _ = run("llama3-70b", "-t", "dgx-h100", "--set", "parallelism.tensor=1",
+                       "--set", "parallelism.pipeline=1", "--set", "parallelism.data=1",
+                       "--set", "parallelism.virtual_pipeline=null",
+                       "--set", "parallelism.pipeline_schedule=1f1b",
+                       "--set", "parallelism.sequence_parallel=false")
+    assert code == 0
+    assert "DOES NOT FIT: stage 0 needs" in out and "biggest: optimizer" in out
+
+
+def test_json(run):
+    code, out, _ = run("gpt3-175b", "-t", "dgx-h100", "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert len(doc["stages"]) == 8 and doc["capacity_GB"] == 80
+    worst = doc["stages"][doc["worst_stage"]]
+    assert worst["total"] == pytest.approx(doc["memory_per_gpu_GB"])
+    assert sum(doc["memory_breakdown_GB"].values()) == pytest.approx(doc["memory_per_gpu_GB"])
+    assert doc["fits"] is (doc["memory_per_gpu_GB"] <= 80)
+
+
+@pytest.mark.parametrize("argv", [
+    ("tiny", "-t", "dgx-h100", "--set", "parallelism.tensor=0"),
+    ("tiny", "-t", "dgx-h100", "--expert-load-factor", "0"),
+])
+def test_bad_input_exits_2_with_one_line(run, argv):
+    code, out, err = run(*argv)
+    assert code == 2 and not out
+    assert err.count("\n") == 1 and err.startswith("clustersim: error:")
