@@ -1,0 +1,165 @@
+"""Alpha-beta cost of each collective algorithm, in seconds.
+
+Every algorithm is ``alpha`` (per-step latency, s) times its number of steps
+plus the bytes one rank must move over its bottleneck link divided by that
+link's bandwidth (bytes/s): the Hockney / alpha-beta model of Thakur,
+Rabenseifner and Gropp, "Optimization of Collective Communication Operations
+in MPICH" (IJHPCA 2005). The bandwidth of tier ``t`` for a message of ``S``
+bytes is ``t.achievable * t.size_efficiency(S)``; the curve always sees the
+buffer size ``S`` of the (sub-)collective as nccl-tests counts it, because
+that is the size the tier constants were fitted against.
+
+Conventions: ``S`` is the nccl-tests buffer size (all-reduce: the vector each
+rank holds; all-gather: total output; reduce-scatter: total input), ``n`` the
+group size, ``l = place.local`` members per scale-up domain, ``d`` domains.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..hardware import Placement, Tier, Topology
+
+RING_OPS = ("all_reduce", "reduce_scatter", "all_gather")
+
+
+def tier_bandwidth(tier: Tier, nbytes: float) -> float:
+    """Achieved ring bandwidth per GPU per direction for an ``nbytes`` message, bytes/s."""
+    return tier.achievable * tier.size_efficiency(nbytes)
+
+
+def ring_bandwidth(place: Placement, topo: Topology, nbytes: float) -> float:
+    """Bottleneck per-rank bandwidth of a ring over ``place``, bytes/s.
+
+    NCCL builds one ring per NIC (channel), each crossing the domain boundary
+    through a different GPU's NIC, so traffic leaving a tier-(i-1) domain is
+    spread over the ``per_tier[i-1]`` members there: the crossing carries
+    ``per_tier[i-1] * B_i`` (nccl-tests PERFORMANCE.md: busbw reflects the
+    slowest link; NVIDIA/nccl #812: 8 x 24 GB/s = 192 GB/s per DGX A100 node).
+    Inside the domain the ring runs at the scale-up tier's bandwidth ``B_0``.
+    """
+    if place.span == 0:
+        return tier_bandwidth(topo.tiers[0], nbytes)
+    links = [tier_bandwidth(topo.tiers[0], nbytes)] if place.local > 1 else []
+    for i in range(1, place.span + 1):
+        links.append(place.per_tier[i - 1] * tier_bandwidth(topo.tiers[i], nbytes))
+    return min(links)
+
+
+def span_latency(place: Placement, topo: Topology) -> float:
+    """Per-step latency alpha, s: a synchronous step waits for its slowest (outermost) hop."""
+    return topo.tiers[place.span].latency_s
+
+
+def ring_steps(op: str, n: int) -> int:
+    """Ring steps: 2(n-1) for all-reduce (reduce-scatter + all-gather), n-1 otherwise."""
+    return 2 * (n - 1) if op == "all_reduce" else n - 1
+
+
+def ring_time(op: str, nbytes: float, place: Placement, topo: Topology) -> float:
+    """Ring collective, s (Thakur et al. 2005, sec. 4).
+
+    all-reduce: ``2(n-1)/n * S / B + 2(n-1) * alpha``;
+    reduce-scatter / all-gather: ``(n-1)/n * S / B + (n-1) * alpha``,
+    with ``B`` = :func:`ring_bandwidth` (bytes/s) and ``alpha`` the span tier's latency (s).
+    """
+    n = place.size
+    steps = ring_steps(op, n)
+    return steps / n * nbytes / ring_bandwidth(place, topo, nbytes) + steps * span_latency(
+        place, topo)
+
+
+def tree_time(nbytes: float, place: Placement, topo: Topology) -> float:
+    """NCCL double-binary-tree all-reduce, s.
+
+    ``2 * S / B + 2 * ceil(log2 n) * alpha``: a pipelined reduce up one tree
+    and broadcast down, each of depth ``log2 n`` (Sanders, Speck & Traeff 2009,
+    two-tree algorithms; NCCL 2.4 blog "Massively scale your deep learning
+    training with NCCL 2.4"). NCCL's tuner gives tree all-reduce an algorithm
+    bandwidth of half the bus bandwidth (src/graph/tuning.cc, ``ratio = .5``),
+    hence ``2 S / B`` with ``B`` the same bottleneck bandwidth as the ring.
+    """
+    hops = 2 * math.ceil(math.log2(place.size))
+    return 2.0 * nbytes / ring_bandwidth(place, topo, nbytes) + hops * span_latency(place, topo)
+
+
+def nvls_time(nbytes: float, place: Placement, topo: Topology) -> float:
+    """NVLink SHARP (NVLS) in-switch all-reduce, s.
+
+    The switch reduces and multicasts, so the GPU-side bus bandwidth is the
+    tier's measured ``nvls_busbw`` (bytes/s) times the size curve:
+    ``2(n-1)/n * S / (nvls_busbw * eff(S)) + 2(n-1) * alpha`` (NVIDIA NCCL 2.17
+    release notes / "Fast multi-GPU collectives with NCCL" blog: NVLS
+    all-reduce busbw 480 GB/s on DGX H100). The latency term is charged like a
+    ring's: NCCL's tuner gives NVLS a larger base latency than ring LL
+    (src/graph/tuning.cc ``baseLat``), so NVLS never wins on latency.
+    """
+    n = place.size
+    tier = topo.tiers[place.span]
+    busbw = tier.nvls_busbw * tier.size_efficiency(nbytes)
+    steps = 2 * (n - 1)
+    return steps / n * nbytes / busbw + steps * tier.latency_s
+
+
+def hierarchical_time(op: str, nbytes: float, place: Placement, topo: Topology) -> float:
+    """Two-level (2D) collective, s: inside each domain, then across domains.
+
+    all-reduce = reduce-scatter of ``S`` over the ``l`` local ranks, all-reduce
+    of ``S/l`` across the ``d`` domains (each local rank on its own NIC, so the
+    domain's ``l`` NICs work in parallel), all-gather of ``S`` inside.
+    reduce-scatter = inner RS(S) + outer RS(S/l); all-gather = outer AG(S/l) +
+    inner AG(S). Phases run back to back (no pipelining), as in Horovod's
+    hierarchical all-reduce (Jia et al. 2018, arXiv:1807.11205).
+    """
+    local, domains = place.local, place.domains
+    inner = topo.place(local, place.stride)
+    outer = topo.place(domains, place.stride * local)
+    shard = nbytes / local
+    if op == "all_reduce":
+        return (ring_time("reduce_scatter", nbytes, inner, topo)
+                + ring_time("all_reduce", shard, outer, topo)
+                + ring_time("all_gather", nbytes, inner, topo))
+    return ring_time(op, nbytes, inner, topo) + ring_time(op, shard, outer, topo)
+
+
+def alltoall_bandwidths(place: Placement, topo: Topology, nbytes: float) -> tuple[float, float]:
+    """(intra-domain, cross-domain) all-to-all bandwidth per GPU, bytes/s.
+
+    Intra: the scale-up tier at ``alltoall_efficiency``. Cross: all-to-all
+    cannot aggregate NICs, each GPU runs at about one NIC's bandwidth
+    (nccl-tests #267), the slowest tier crossed, oversubscription included.
+    """
+    t0 = topo.tiers[0]
+    intra = t0.bandwidth * t0.alltoall_efficiency * t0.size_efficiency(nbytes)
+    cross = min((t.bandwidth * t.alltoall_efficiency / t.oversubscription
+                 * t.size_efficiency(nbytes)) for t in topo.tiers[1:place.span + 1]) \
+        if place.span > 0 else intra
+    return intra, cross
+
+
+def alltoall_time(send: float, nbytes: float, place: Placement, topo: Topology) -> float:
+    """Pairwise-exchange all-to-all, s (Thakur et al. 2005, sec. 4.5).
+
+    ``send`` bytes leave each rank (its own share excluded), spread evenly over
+    the ``n-1`` peers: ``(l-1)/(n-1)`` of it over NVLink, ``(n-l)/(n-1)`` over
+    the NIC; both links run concurrently, so
+    ``max(send_in / B_in, send_out / B_out) + (n-1) * alpha``; ``nbytes`` is the
+    buffer size the size curve sees.
+    """
+    n, local = place.size, place.local
+    intra_bw, cross_bw = alltoall_bandwidths(place, topo, nbytes)
+    frac_in = (local - 1) / (n - 1)
+    frac_out = 1.0 - frac_in
+    t_in = send * frac_in / intra_bw
+    t_out = send * frac_out / cross_bw
+    return max(t_in, t_out) + (n - 1) * span_latency(place, topo)
+
+
+def send_recv_time(nbytes: float, place: Placement, topo: Topology) -> float:
+    """Point-to-point transfer, s: ``alpha + S / B`` on the slowest tier the pair crosses.
+
+    One GPU's own link (one NIC across nodes, no aggregation), Hockney model.
+    """
+    tiers = topo.tiers[: place.span + 1] if place.span > 0 else topo.tiers[:1]
+    bw = min(tier_bandwidth(t, nbytes) for t in (tiers[1:] or tiers))
+    return span_latency(place, topo) + nbytes / bw
