@@ -1,0 +1,65 @@
+"""``clustersim run``: simulate one training step and print the result."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..api import resolve, simulate_resolved
+from ..metrics import Result
+from .common import add_config_arguments, overrides
+
+NAME = "run"
+HELP = "simulate one training step of WORKLOAD on a topology"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_config_arguments(p)
+    p.add_argument("--format", choices=["table", "json"], default="table")
+
+
+def run(args: argparse.Namespace) -> int:
+    w, t = resolve(args.workload, args.topology, overrides(args.set),
+                   overrides(args.set_topology))
+    result, _, _ = simulate_resolved(w, t)
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.format == "json":
+        sys.stdout.write(result.to_json() + "\n")
+    else:
+        sys.stdout.write(format_table(result))
+    return 0
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:10.1f} ms"
+
+
+def format_table(r: Result) -> str:
+    p = r.plan
+    lines = [
+        f"{r.workload} on {r.topology}: {r.num_gpus} GPUs, TP{p['tp']} PP{p['pp']} "
+        f"DP{p['dp']} CP{p['cp']} EP{p['ep']}"
+        + (f" VP{p['vp']}" if p["vp"] > 1 else "")
+        + f", {p['schedule']}, MBS {p['mbs']}, GBS {p['gbs']} ({p['microbatches']} micro-batches)"
+        f", recompute {p['recompute']}, {p['precision']}",
+        "",
+        f"  step time          {r.step_time_s:10.3f} s",
+        f"  throughput         {r.tokens_per_s:10.4g} tokens/s",
+        f"  model TFLOP/s/GPU  {r.model_tflops_per_gpu:10.1f}",
+        f"  MFU                {r.mfu * 100:10.1f} %",
+        f"  bubble             {r.bubble_fraction * 100:10.1f} %",
+        f"  memory per GPU     {r.memory_per_gpu_GB:10.1f} GB "
+        f"({'fits' if r.fits_in_memory else 'DOES NOT FIT'})",
+        "",
+        f"  where the time goes (critical stage {r.critical_stage}):",
+    ]
+    for key, val in r.breakdown_s.items():
+        share = val / r.step_time_s * 100 if r.step_time_s else 0.0
+        label = key if key in ("compute", "bubble") else f"exposed {key} comm"
+        lines.append(f"    {label:<18}{_ms(val)}  {share:5.1f} %")
+    if len(r.imbalance) > 1 or r.imbalance.get("pp", 1.0) > 1.001:
+        lines.append("")
+        lines.append("  imbalance (max/mean): " + ", ".join(
+            f"{k} {v:.3f}" for k, v in sorted(r.imbalance.items())))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,82 @@
+"""Kernel cost models: GEMMs, attention, memory-bound ops, optimizer step.
+
+Each is a roofline with a measured efficiency from the topology's GPU block
+(:class:`simulator.hardware.GPU`), plus a fixed per-kernel overhead. Inputs
+are FLOPs, bytes and GEMM shapes; outputs are seconds.
+
+Extension point: a new kernel family is one function ``(shape..., gpu, dtype)
+-> seconds`` here; the workload layer decides which to call.
+"""
+
+from __future__ import annotations
+
+from ..hardware import GPU
+
+BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
+
+
+def gemm_efficiency(m: float, n: float, k: float, gpu: GPU, dtype: str) -> float:
+    """Achieved fraction of peak for an ``m x k @ k x n`` GEMM (dimensionless).
+
+    ``eff_max * prod_d d / (d + d_half)`` over the three dimensions: small
+    dimensions under-fill tensor-core tiles and SM waves (CUTLASS/cuBLAS
+    tile-quantisation effect; NVIDIA "Matrix Multiplication Background"
+    performance guide). ``eff_max`` is the large-GEMM efficiency measured on
+    the GPU (topology ``gemm_efficiency``, with source).
+    """
+    eff_max = gpu.fp8_gemm_efficiency if dtype == "fp8" else gpu.gemm_efficiency
+    half = gpu.gemm_half_dim
+    shape = 1.0
+    for d in (m, n, k):
+        shape *= d / (d + half) if half > 0 else 1.0
+    return eff_max * shape
+
+
+def gemm_time(m: float, n: float, k: float, gpu: GPU, dtype: str, batch: float = 1) -> float:
+    """Seconds for ``batch`` GEMMs of ``2*m*n*k`` FLOPs each at the shape's efficiency.
+
+    FP8 GEMMs run at the FP8 peak (Transformer Engine delayed scaling); other
+    precisions at the bf16/fp16 peak.
+    """
+    if m <= 0 or n <= 0 or k <= 0:
+        return 0.0
+    flops = 2.0 * m * n * k * batch
+    peak = gpu.peak("fp8" if dtype == "fp8" else "bf16")
+    return flops / (peak * gemm_efficiency(m, n, k, gpu, dtype)) + gpu.kernel_overhead_s
+
+
+def attention_time(flops: float, gpu: GPU) -> float:
+    """Seconds for fused (flash) attention doing ``flops`` FLOPs.
+
+    Runs in bf16 even in FP8 recipes (Transformer Engine default), at the
+    GPU's measured fused-attention efficiency (Dao 2023, FlashAttention-2;
+    Shah et al. 2024, FlashAttention-3). Causal masking is accounted by the
+    caller through the FLOPs it passes (about half of the full square).
+    """
+    if flops <= 0:
+        return 0.0
+    return flops / (gpu.peak("bf16") * gpu.attention_efficiency) + gpu.kernel_overhead_s
+
+
+def memory_time(nbytes: float, gpu: GPU) -> float:
+    """Seconds for a bandwidth-bound kernel moving ``nbytes`` bytes of HBM traffic.
+
+    Roofline memory bound: bytes / (HBM bandwidth x STREAM efficiency), as
+    for layer norm, dropout, residual add, activation functions, softmax,
+    rotary embedding and the optimizer step (Williams et al. 2009, Roofline).
+    """
+    if nbytes <= 0:
+        return 0.0
+    return nbytes / (gpu.hbm_bandwidth * gpu.memory_bandwidth_efficiency) \
+        + gpu.kernel_overhead_s
+
+
+def optimizer_time(params: float, gpu: GPU) -> float:
+    """Seconds for a fused Adam step over ``params`` local parameters.
+
+    Mixed-precision Adam reads fp32 master weight, two fp32 moments and the
+    fp32 gradient, writes the three states and the bf16 weight: 16 B read +
+    14 B written = 30 bytes per parameter (Rajbhandari et al. 2020 ZeRO,
+    mixed-precision state layout; Apex/TE fused Adam is bandwidth bound).
+    """
+    return memory_time(30.0 * params, gpu)

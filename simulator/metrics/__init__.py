@@ -1,0 +1,23 @@
+"""Pure functions from engine records and the plan to the user-facing result.
+
+Breakdown of the step on the *critical* stage (the one that finishes last):
+
+    step_time = compute + exposed tp + cp + ep + pp + bubble + dp
+
+``compute`` is kernel time on the compute stream (plus the optimizer step);
+``tp/cp/ep`` the collective time left on the critical path inside phases;
+``pp`` idle time spent waiting for a p2p transfer whose producer had already
+finished; ``bubble`` the remaining pipeline idle time; ``dp`` the gradient
+sync and parameter all-gather not hidden behind compute.
+
+MFU (Chowdhery et al. 2022, PaLM, App. B; Narayanan et al. 2021): model FLOPs
+per step, with attention counted unmasked and no recompute, over
+``step_time * num_gpus * dense peak`` of the training precision. This is the
+convention of NVIDIA's and Megatron's published MFUs, so they compare.
+"""
+
+from __future__ import annotations
+
+from .result import Result, summarize
+
+__all__ = ["Result", "summarize"]

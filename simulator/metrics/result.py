@@ -1,0 +1,121 @@
+"""The result object and its construction from a plan and an engine run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..engine import EngineResult
+from ..workload.plan import Plan
+from .flops import model_flops_per_step
+
+AXES = ("tp", "cp", "ep", "pp", "dp")
+
+
+@dataclass(frozen=True)
+class Result:
+    """One simulated configuration. SI units: seconds, tokens/s, bytes (GB where named)."""
+
+    workload: str
+    topology: str
+    num_gpus: int
+    plan: dict[str, Any]
+    step_time_s: float
+    tokens_per_s: float
+    model_tflops_per_gpu: float
+    mfu: float
+    bubble_fraction: float
+    compute_time_s: float
+    optimizer_time_s: float
+    exposed_comm_s: dict[str, float]
+    breakdown_s: dict[str, float]
+    memory_per_gpu_GB: float
+    fits_in_memory: bool
+    memory_breakdown_GB: dict[str, float]
+    imbalance: dict[str, float]
+    critical_stage: int
+    events: int
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, indent=2)
+
+    def to_series(self):
+        """Flat pandas Series: nested dicts become ``exposed_comm_s.tp`` etc."""
+        import pandas as pd
+
+        return pd.Series(flatten(self.to_dict()))
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        elif isinstance(v, list):
+            out[key] = "; ".join(map(str, v))
+        else:
+            out[key] = v
+    return out
+
+
+def _phase_sums(plan: Plan, stage: int) -> dict[str, float]:
+    """Compute and exposed-comm seconds summed over every phase the stage runs."""
+    w = plan.workload
+    m = w.num_microbatches
+    sums = {"compute": 0.0, "tp": 0.0, "cp": 0.0, "ep": 0.0}
+    for (_, s, _c), ph in plan.phases.items():
+        if s != stage:
+            continue
+        sums["compute"] += ph.compute * m
+        for axis in ("tp", "cp", "ep"):
+            sums[axis] += ph.exposed.get(axis, 0.0) * m
+    return sums
+
+
+def _plan_dict(plan: Plan) -> dict[str, Any]:
+    p, tr = plan.workload.parallelism, plan.workload.training
+    return {
+        "tp": p.tensor, "pp": p.pipeline, "dp": p.data, "cp": p.context, "ep": p.expert,
+        "vp": p.vp, "sp": p.sequence_parallel, "schedule": p.pipeline_schedule,
+        "mbs": tr.micro_batch_size, "gbs": tr.global_batch_size,
+        "microbatches": plan.workload.num_microbatches, "recompute": tr.recompute,
+        "precision": tr.precision, "layers_per_stage": [sum(x) for x in plan.partition.layers],
+    }
+
+
+def summarize(plan: Plan, run: EngineResult, memory) -> Result:
+    """Build the result: critical-stage breakdown, throughput, MFU, memory, imbalance."""
+    w, topo = plan.workload, plan.topo
+    n = w.parallelism.num_gpus
+    crit = int(np.argmax([st.end for st in run.stages]))
+    st = run.stages[crit]
+    sums = _phase_sums(plan, crit)
+    bubble = max(0.0, st.pipeline_end - st.busy - st.pp_wait)
+    dp = max(0.0, st.end - st.pipeline_end - st.optimizer)
+    exposed = {"tp": sums["tp"], "cp": sums["cp"], "ep": sums["ep"], "pp": st.pp_wait, "dp": dp}
+    compute = sums["compute"] + st.optimizer
+    step = run.step_time
+    tokens = w.training.global_batch_size * w.model.seq_length
+    flops = model_flops_per_step(w)
+    peak = topo.gpu.peak(w.training.precision)
+    busy = [s.busy for s in run.stages]
+    imbalance = {"pp": max(busy) / (sum(busy) / len(busy)) if sum(busy) > 0 else 1.0}
+    return Result(
+        workload=w.model.name, topology=topo.name, num_gpus=n, plan=_plan_dict(plan),
+        step_time_s=step, tokens_per_s=tokens / step,
+        model_tflops_per_gpu=flops / step / n / 1e12, mfu=flops / (step * n * peak),
+        bubble_fraction=bubble / step, compute_time_s=compute, optimizer_time_s=st.optimizer,
+        exposed_comm_s=exposed,
+        breakdown_s={"compute": compute, **exposed, "bubble": bubble},
+        memory_per_gpu_GB=memory.memory_per_gpu_GB, fits_in_memory=memory.fits,
+        memory_breakdown_GB=memory.worst.breakdown_GB(), imbalance=imbalance,
+        critical_stage=crit, events=run.events, notes=list(plan.notes),
+    )

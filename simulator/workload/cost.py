@@ -1,0 +1,133 @@
+"""Turn op lists into timed phases: durations, overlap and exposed communication.
+
+A *phase* is what one simulated rank does between two pipeline events: the
+forward, or the (recompute +) backward, of one model chunk for one micro-batch.
+Inside a phase the compute stream runs ops back to back; TP collectives run on
+their own stream. Without ``tp_comm_overlap`` every TP collective sits on the
+critical path. With it (Transformer Engine userbuffers, sequence parallel
+only) the all-gather is split and pipelined with the GEMM that consumes it and
+the reduce-scatter with the GEMM that produces it (Wang et al. 2022,
+"Overlap Communication with Dependent Computation via Decomposition"), so
+only ``max(0, comm - gemm)`` stays exposed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..collectives import collective_time
+from ..compute import attention_time, gemm_time, memory_time
+from ..hardware import Placement, Topology
+from .ops import Op
+
+
+@dataclass(frozen=True)
+class TimedOp:
+    """An op placed in a phase: ``start`` is the offset from the phase start (s)."""
+
+    name: str
+    stream: str  # "compute" | "tp" | "cp" | "ep"
+    start: float
+    duration: float
+    flops: float
+    nbytes: float
+
+
+@dataclass
+class Phase:
+    """Cost of one phase on one simulated rank (seconds)."""
+
+    duration: float = 0.0
+    compute: float = 0.0
+    exposed: dict[str, float] = field(default_factory=lambda: {"tp": 0.0, "cp": 0.0, "ep": 0.0})
+    flops: float = 0.0
+    model_flops: float = 0.0
+    ops: list[TimedOp] = field(default_factory=list)
+
+    def extend(self, other: Phase, times: int = 1) -> None:
+        """Append ``other`` ``times`` times (identical layers)."""
+        for _ in range(times):
+            base = self.duration
+            self.ops.extend(TimedOp(o.name, o.stream, base + o.start, o.duration, o.flops,
+                                    o.nbytes) for o in other.ops)
+            self.duration += other.duration
+        self.compute += other.compute * times
+        for k, v in other.exposed.items():
+            self.exposed[k] = self.exposed.get(k, 0.0) + v * times
+        self.flops += other.flops * times
+        self.model_flops += other.model_flops * times
+
+
+@dataclass(frozen=True)
+class CostContext:
+    """What costing needs: the hardware, where each group sits, the GEMM dtype."""
+
+    topo: Topology
+    groups: dict[str, Placement]
+    dtype: str
+    tp_overlap: bool
+
+
+def op_time(op: Op, ctx: CostContext) -> float:
+    """Seconds for one op on one GPU (compute) or one group (collective)."""
+    gpu = ctx.topo.gpu
+    if op.kind == "gemm":
+        m, n, k = op.shape
+        return gemm_time(m, n, k, gpu, ctx.dtype, batch=op.batch)
+    if op.kind == "attn":
+        return attention_time(op.flops, gpu)
+    if op.kind == "mem":
+        return memory_time(op.nbytes, gpu)
+    return collective_time(op.comm, op.nbytes, ctx.groups[op.axis], ctx.topo)
+
+
+def cost_ops(ops: list[Op], ctx: CostContext) -> Phase:
+    """Time a straight-line op list (one layer), with TP overlap where enabled."""
+    times = [op_time(o, ctx) for o in ops]
+    hidden = _overlap_partners(ops, times) if ctx.tp_overlap else {}
+    ph = Phase()
+    t = 0.0
+    for i, (op, dur) in enumerate(zip(ops, times, strict=True)):
+        if op.kind == "comm":
+            partner = hidden.get(i)
+            exposed = dur if partner is None else max(0.0, dur - times[partner])
+            start = t if partner is None else _partner_start(ph, ops[partner].name, t)
+            ph.ops.append(TimedOp(op.name, op.axis, start, dur, 0.0, op.nbytes))
+            ph.exposed[op.axis] = ph.exposed.get(op.axis, 0.0) + exposed
+            t += exposed
+            continue
+        ph.ops.append(TimedOp(op.name, "compute", t, dur, op.flops, op.nbytes))
+        ph.compute += dur
+        ph.flops += op.flops
+        ph.model_flops += op.model_flops
+        t += dur
+    ph.duration = t
+    return ph
+
+
+def _partner_start(ph: Phase, name: str, now: float) -> float:
+    for o in reversed(ph.ops):
+        if o.name == name:
+            return o.start
+    return now
+
+
+def _overlap_partners(ops: list[Op], times: list[float]) -> dict[int, int]:
+    """Map each overlappable TP collective to the GEMM that hides it.
+
+    All-gathers pair with the next GEMM (its consumer); reduce-scatters with the
+    previous GEMM (its producer). All-reduces (no SP) are not overlapped.
+    """
+    pairs: dict[int, int] = {}
+    for i, op in enumerate(ops):
+        if op.kind != "comm" or op.axis != "tp":
+            continue
+        if op.comm == "all_gather":
+            j = next((j for j in range(i + 1, len(ops)) if ops[j].kind == "gemm"), None)
+        elif op.comm == "reduce_scatter":
+            j = next((j for j in range(i - 1, -1, -1) if ops[j].kind == "gemm"), None)
+        else:
+            j = None
+        if j is not None:
+            pairs[i] = j
+    return pairs

@@ -1,0 +1,52 @@
+"""Rank layout: where each parallel group's ranks sit in the topology.
+
+Global ranks are numbered with the axes of ``parallelism.rank_order``
+(default ``tp-cp-ep-dp-pp``, Megatron-Core's), the first varying fastest, so
+TP peers are adjacent (inside an NVLink domain) and PP peers farthest apart.
+Expert parallelism folds into the data/context ranks (Megatron-Core parallel
+folding, Liu et al. 2025): the attention layout uses tp, cp, dp, pp; the
+expert layout numbers the same ranks as etp-ep-edp-pp, so an EP group's stride
+is ETP.
+"""
+
+from __future__ import annotations
+
+from ..config.workload import Workload
+from ..hardware import Placement, Topology
+
+
+def strides(w: Workload) -> dict[str, int]:
+    """Stride of each attention-layout axis in global rank order."""
+    p = w.parallelism
+    size = {"tp": p.tensor, "cp": p.context, "ep": 1, "dp": p.data, "pp": p.pipeline}
+    out, acc = {}, 1
+    for axis in p.rank_order.split("-"):
+        out[axis] = acc
+        acc *= size[axis]
+    return out
+
+
+def group_layout(w: Workload, topo: Topology) -> dict[str, Placement]:
+    """Placement of every communication group one simulated rank takes part in.
+
+    Keys: ``tp``, ``cp``, ``dp`` (data replicas), ``dp_cp`` (dense-gradient
+    group: DP x CP ranks hold the same weights), ``pp`` (a neighbour pair),
+    ``ep`` (expert all-to-all) and ``edp`` (expert-gradient group).
+    """
+    p = w.parallelism
+    st = strides(w)
+    order = [a for a in p.rank_order.split("-") if a != "ep"]
+    adjacent = abs(order.index("cp") - order.index("dp")) == 1
+    dp_cp_stride = min(st["cp"], st["dp"]) if adjacent else st["dp"]
+    etp = p.etp
+    ep = p.expert
+    edp = max(1, p.tensor * p.context * p.data // (ep * etp))
+    return {
+        "tp": topo.place(p.tensor, st["tp"]),
+        "cp": topo.place(p.context, st["cp"]),
+        "dp": topo.place(p.data, st["dp"]),
+        "dp_cp": topo.place(p.data * p.context, dp_cp_stride if p.context > 1 else st["dp"]),
+        "pp": topo.place(min(2, p.pipeline), st["pp"]),
+        "ep": topo.place(ep, etp),
+        "edp": topo.place(edp, etp * ep),
+    }

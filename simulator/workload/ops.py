@@ -1,0 +1,192 @@
+"""One transformer layer (and the embedding / output layer) as a list of ops.
+
+Sizes are per GPU for one micro-batch, after tensor (``t``), sequence and
+context (``c``) parallel splits. Megatron-LM tensor parallelism (Shoeybi et al.
+2019): QKV and FC1 are column-parallel, the attention projection and FC2
+row-parallel, so each layer has two TP collectives forward and two backward:
+all-reduces of ``T*h`` elements, or with sequence parallelism (Korthikanti et
+al. 2022) an all-gather before and a reduce-scatter after each block.
+
+Backward: each GEMM becomes a data-gradient and a weight-gradient GEMM (2x
+FLOPs), flash attention backward does 2.5x its forward FLOPs (five matmuls
+against two; Dao 2023), bandwidth-bound ops move about twice the bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..compute import BYTES
+from ..config.workload import Workload
+
+
+@dataclass(frozen=True)
+class Op:
+    """One kernel or collective. ``nbytes`` is HBM traffic (mem) or message size (comm)."""
+
+    name: str
+    kind: str  # "gemm" | "attn" | "mem" | "comm"
+    flops: float = 0.0
+    nbytes: float = 0.0
+    shape: tuple[float, float, float] = (0.0, 0.0, 0.0)  # gemm (m, n, k)
+    batch: float = 1.0
+    comm: str = ""  # collective name for kind == "comm"
+    axis: str = ""  # "tp" | "cp" | "ep" for comms
+    model_flops: float = 0.0  # FLOPs counted by MFU (attention unmasked, no recompute)
+
+
+def gemm(name: str, m: float, n: float, k: float, batch: float = 1.0) -> Op:
+    f = 2.0 * m * n * k * batch
+    return Op(name, "gemm", flops=f, shape=(m, n, k), batch=batch, model_flops=f)
+
+
+def mem(name: str, nbytes: float) -> Op:
+    return Op(name, "mem", nbytes=nbytes)
+
+
+def comm(name: str, op: str, nbytes: float, axis: str) -> Op:
+    return Op(name, "comm", nbytes=nbytes, comm=op, axis=axis)
+
+
+@dataclass(frozen=True)
+class Dims:
+    """Per-GPU sizes of one micro-batch (elements, not bytes)."""
+
+    b: int  # micro-batch size
+    s: int  # full sequence length
+    T: float  # tokens per GPU through GEMMs: b*s/cp
+    Tn: float  # tokens per GPU through norms/dropout: T/tp with SP, else T
+    h: int
+    a_t: float  # attention heads per TP rank
+    g_t: float  # KV groups per TP rank (GQA), at least 1
+    d: int  # head dim
+    ffn_t: float  # FFN width per TP rank
+    glu: bool
+    v_t: float  # vocabulary per TP rank
+    tp: int
+    cp: int
+    sp: bool
+    e: int  # bytes per activation element
+
+
+def dims(w: Workload) -> Dims:
+    m, p, tr = w.model, w.parallelism, w.training
+    t, c = p.tensor, p.context
+    T = tr.micro_batch_size * m.seq_length / c
+    sp = p.sequence_parallel and t > 1
+    return Dims(b=tr.micro_batch_size, s=m.seq_length, T=T, Tn=T / t if sp else T,
+                h=m.hidden_size, a_t=m.num_attention_heads / t, g_t=max(1.0, m.groups / t),
+                d=m.head_dim, ffn_t=m.ffn / t, glu=m.gated_linear_unit, v_t=m.vocab_size / t,
+                tp=t, cp=c, sp=sp, e=BYTES["bf16"])
+
+
+def _tp_in(x: Dims, name: str) -> list[Op]:
+    """Collective entering a TP block: SP all-gather (forward); none without SP."""
+    return [comm(name, "all_gather", x.T * x.h * x.e, "tp")] if x.sp and x.tp > 1 else []
+
+
+def _tp_out(x: Dims, name: str) -> list[Op]:
+    """Collective leaving a row-parallel GEMM: SP reduce-scatter or all-reduce."""
+    if x.tp == 1:
+        return []
+    op = "reduce_scatter" if x.sp else "all_reduce"
+    return [comm(name, op, x.T * x.h * x.e, "tp")]
+
+
+def attention_core(w: Workload, x: Dims) -> list[Op]:
+    """The attention core for the local query chunk against the full (causal) sequence.
+
+    Flash attention: ``4 * b * s_q * s_k * heads * d`` FLOPs for the full square,
+    half of it under the causal mask (Dao et al. 2022). Without flash
+    attention (Megatron 2022), the ``b*a*s*s`` score matrix is written and read
+    by a fused scale-mask-softmax and a dropout (about 9 bytes per score
+    element) between two batched GEMMs.
+    """
+    q = x.T  # local query tokens (s/cp per sequence, times b)
+    full = 4.0 * q * x.s * x.a_t * x.d  # unmasked square, local queries vs all keys
+    if w.training.use_flash_attn:
+        return [Op("attention", "attn", flops=full * 0.5, model_flops=full)]
+    scores = x.b * x.a_t * (x.s / x.cp) * x.s
+    return [
+        Op("attn_scores", "gemm", flops=full * 0.5, shape=(x.s / x.cp, x.s, x.d),
+           batch=x.b * x.a_t, model_flops=full * 0.5),
+        mem("softmax_dropout", 9.0 * scores),
+        Op("attn_values", "gemm", flops=full * 0.5, shape=(x.s / x.cp, x.d, x.s),
+           batch=x.b * x.a_t, model_flops=full * 0.5),
+    ]
+
+
+def layer_forward(w: Workload) -> list[Op]:
+    """Forward ops of one dense decoder layer on one GPU, in execution order."""
+    x = dims(w)
+    qkv_n = (x.a_t + 2 * x.g_t) * x.d
+    ops = [mem("input_layernorm", 2 * x.Tn * x.h * x.e)]
+    ops += _tp_in(x, "tp_allgather_attn")
+    ops += [gemm("qkv", x.T, qkv_n, x.h), mem("rotary", 2 * x.T * (x.a_t + x.g_t) * x.d * x.e)]
+    ops += attention_core(w, x)
+    ops += [gemm("attn_proj", x.T, x.h, x.a_t * x.d)]
+    ops += _tp_out(x, "tp_reduce_attn")
+    ops += [mem("residual_layernorm", 5 * x.Tn * x.h * x.e)]
+    ops += mlp_forward(x)
+    ops += [mem("residual", 3 * x.Tn * x.h * x.e)]
+    return ops
+
+
+def mlp_forward(x: Dims) -> list[Op]:
+    """Dense (Swi)GLU or plain MLP block with its TP collectives."""
+    fc1_n = x.ffn_t * (2 if x.glu else 1)
+    act_bytes = x.T * x.ffn_t * x.e * (3 if x.glu else 2)
+    ops = _tp_in(x, "tp_allgather_mlp")
+    ops += [gemm("fc1", x.T, fc1_n, x.h), mem("activation", act_bytes),
+            gemm("fc2", x.T, x.h, x.ffn_t)]
+    ops += _tp_out(x, "tp_reduce_mlp")
+    return ops
+
+
+def embedding_forward(w: Workload) -> list[Op]:
+    """Word-embedding lookup (gather) on the first stage; SP scatters it for free."""
+    x = dims(w)
+    return [mem("embedding", 2 * x.T * x.h * x.e)]
+
+
+def output_forward(w: Workload) -> list[Op]:
+    """Final norm, vocabulary-parallel logits GEMM and fused cross-entropy (last stage).
+
+    Cross-entropy reads the fp32 logits a few times (max, exp-sum, loss):
+    about 3 passes of ``T * V/t * 4`` bytes (Megatron's vocab-parallel CE).
+    """
+    x = dims(w)
+    ops = [mem("final_layernorm", 2 * x.Tn * x.h * x.e)]
+    ops += _tp_in(x, "tp_allgather_logits")
+    ops += [gemm("logits", x.T, x.v_t, x.h), mem("cross_entropy", 3 * x.T * x.v_t * 4)]
+    return ops
+
+
+def backward_of(ops: list[Op]) -> list[Op]:
+    """Backward ops for a forward list, in reverse order (see module docstring)."""
+    out: list[Op] = []
+    for op in reversed(ops):
+        if op.kind == "gemm":
+            out.append(replace(op, name=op.name + "_bwd", flops=2 * op.flops,
+                               batch=2 * op.batch, model_flops=2 * op.model_flops))
+        elif op.kind == "attn":
+            out.append(replace(op, name=op.name + "_bwd", flops=2.5 * op.flops,
+                               model_flops=2 * op.model_flops))
+        elif op.kind == "mem":
+            out.append(replace(op, name=op.name + "_bwd", nbytes=2 * op.nbytes))
+        else:
+            mirror = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather"}
+            out.append(replace(op, name=op.name + "_bwd", comm=mirror.get(op.comm, op.comm)))
+    return out
+
+
+def recompute_ops(w: Workload, fwd: list[Op]) -> list[Op]:
+    """Ops re-run before a layer's backward: the attention core (selective) or all (full)."""
+    mode = w.training.recompute
+    if mode == "full":
+        return [replace(o, name=o.name + "_recompute", model_flops=0.0) for o in fwd]
+    if mode == "selective":
+        return [replace(o, name=o.name + "_recompute", model_flops=0.0) for o in fwd
+                if o.kind == "attn" or o.name in ("attn_scores", "softmax_dropout",
+                                                   "attn_values")]
+    return []

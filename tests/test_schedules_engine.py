@@ -1,0 +1,98 @@
+"""Pipeline schedules and the event engine against closed forms and hand traces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.engine import EngineInput, run_engine
+from simulator.schedules import SCHEDULES, bubble_closed_form, build_schedule
+
+
+def _engine(name, p, m, v=1, tf=1.0, tb=2.0, p2p=0.0, buckets=None, opt=0.0, ag=0.0, **kw):
+    fwd = np.full((p, v, m), tf / v)
+    bwd = np.full((p, v, m), tb / v)
+    dp = buckets or [[[] for _ in range(v)] for _ in range(p)]
+    return EngineInput(build_schedule(name, p, m, v), fwd, bwd, np.full(p, p2p), dp,
+                       np.full(p, opt), np.full(p, ag), **kw)
+
+
+@pytest.mark.parametrize("name", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("p,m", [(2, 2), (4, 8), (8, 3), (16, 16), (1, 5)])
+def test_bubble_matches_closed_form(name, p, m):
+    run = run_engine(_engine(name, p, m))
+    for st_ in run.stages:
+        idle = (run.step_time - st_.busy) / run.step_time
+        assert idle == pytest.approx(bubble_closed_form(p, m), abs=1e-12)
+    assert run.step_time == pytest.approx((m + p - 1) * 3.0)
+
+
+@pytest.mark.parametrize("p,m,v", [(2, 4, 2), (4, 8, 2), (4, 8, 4), (8, 16, 3)])
+def test_interleaving_divides_bubble_by_v(p, m, v):
+    flat = run_engine(_engine("1f1b", p, m))
+    inter = run_engine(_engine("interleaved", p, m, v))
+    bubble_flat = flat.step_time - flat.stages[0].busy
+    bubble_inter = inter.step_time - inter.stages[0].busy
+    assert bubble_inter == pytest.approx(bubble_flat / v, rel=1e-12)
+    frac = bubble_inter / inter.step_time
+    assert frac == pytest.approx(bubble_closed_form(p, m, v), rel=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(p=st.integers(1, 6), m=st.integers(1, 12), v=st.integers(1, 3),
+       name=st.sampled_from(sorted(SCHEDULES)))
+def test_schedule_lists_every_phase_once_forward_first(p, m, v, name):
+    if name != "interleaved":
+        v = 1
+    elif v < 2 or m % p:
+        return
+    for steps in build_schedule(name, p, m, v):
+        assert sorted(steps) == sorted({(ph, i, c) for ph in "FB" for i in range(m)
+                                        for c in range(v)})
+        seen = set()
+        for s in steps:
+            if s.phase == "B":
+                assert ("F", s.mb, s.chunk) in seen
+            seen.add((s.phase, s.mb, s.chunk))
+
+
+def test_one_f_one_b_in_flight_limit():
+    for s, steps in enumerate(build_schedule("1f1b", 4, 8)):
+        live = peak = 0
+        for st_ in steps:
+            live += 1 if st_.phase == "F" else -1
+            peak = max(peak, live)
+        assert peak == 4 - s
+
+
+def test_tiny_two_stage_trace_matches_hand_written():
+    """2 stages, 2 micro-batches, 1F1B, F=1 s, B=2 s, p2p 0.5 s, one DP bucket of 1 s."""
+    buckets = [[[1.0]], [[1.0]]]
+    run = run_engine(_engine("1f1b", 2, 2, p2p=0.5, buckets=buckets, opt=0.25))
+    got = sorted((r.stage, r.stream, r.name, r.start, r.end, r.mb) for r in run.records)
+    expected = sorted([
+        # stage 0: F0, F1 (warm-up 1), B0 after grad arrives, B1
+        (0, "compute", "F", 0.0, 1.0, 0), (0, "pp", "send_F", 1.0, 1.5, 0),
+        (0, "compute", "F", 1.0, 2.0, 1), (0, "pp", "send_F", 2.0, 2.5, 1),
+        (1, "compute", "F", 1.5, 2.5, 0), (1, "compute", "B", 2.5, 4.5, 0),
+        (1, "pp", "send_B", 4.5, 5.0, 0), (1, "compute", "F", 4.5, 5.5, 1),
+        (1, "compute", "B", 5.5, 7.5, 1), (1, "pp", "send_B", 7.5, 8.0, 1),
+        (0, "compute", "B", 5.0, 7.0, 0), (0, "compute", "B", 8.0, 10.0, 1),
+        # the bucket is released at the end of the last backward, then optimizer
+        (1, "dp", "grad_sync", 7.5, 8.5, -1), (1, "optimizer", "optimizer", 8.5, 8.75, -1),
+        (0, "dp", "grad_sync", 10.0, 11.0, -1), (0, "optimizer", "optimizer", 11.0, 11.25, -1),
+    ])
+    assert got == expected
+    assert run.step_time == pytest.approx(11.25)
+    # stage 0 waited 5.0 - 2.0 = 3.0 s for B0's gradient, of which 0.5 s was the transfer
+    assert run.stages[0].pp_wait == pytest.approx(0.5 + 0.5)
+
+
+def test_grad_reduce_overlap_hides_dp_behind_backward():
+    buckets = [[[0.2] * 5]]
+    over = run_engine(_engine("1f1b", 1, 4, buckets=buckets))
+    serial = run_engine(_engine("1f1b", 1, 4, buckets=buckets, overlap_grad_reduce=False))
+    assert serial.step_time == pytest.approx(12.0 + 1.0)
+    assert over.step_time == pytest.approx(12.0 + 0.2)
