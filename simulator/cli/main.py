@@ -18,6 +18,7 @@ from ..errors import ConfigError
 COMMANDS = [
     "simulator.cli.run",
     "simulator.cli.collective",
+    "simulator.cli.moe_balance",
     "simulator.cli.memory",
 ]
 
