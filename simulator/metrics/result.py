@@ -107,7 +107,8 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     flops = model_flops_per_step(w)
     peak = topo.gpu.peak(w.training.precision)
     busy = [s.busy for s in run.stages]
-    imbalance = {"pp": max(busy) / (sum(busy) / len(busy)) if sum(busy) > 0 else 1.0}
+    imbalance = {"pp": max(busy) / (sum(busy) / len(busy)) if sum(busy) > 0 else 1.0,
+                 **plan.imbalance}
     return Result(
         workload=w.model.name, topology=topo.name, num_gpus=n, plan=_plan_dict(plan),
         step_time_s=step, tokens_per_s=tokens / step,

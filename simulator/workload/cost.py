@@ -13,11 +13,13 @@ only ``max(0, comm - gemm)`` stays exposed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..collectives import collective_time
 from ..compute import attention_time, gemm_time, memory_time
 from ..hardware import Placement, Topology
+from .context import AttnCost
 from .ops import Op
 
 
@@ -60,12 +62,17 @@ class Phase:
 
 @dataclass(frozen=True)
 class CostContext:
-    """What costing needs: the hardware, where each group sits, the GEMM dtype."""
+    """What costing needs: the hardware, where each group sits, the GEMM dtype.
+
+    ``attention``: optional replacement cost of the attention core, called as
+    ``attention(op, backward) -> AttnCost`` (context parallelism).
+    """
 
     topo: Topology
     groups: dict[str, Placement]
     dtype: str
     tp_overlap: bool
+    attention: Callable[[Op, bool], AttnCost] | None = None
 
 
 def op_time(op: Op, ctx: CostContext) -> float:
@@ -88,6 +95,9 @@ def cost_ops(ops: list[Op], ctx: CostContext) -> Phase:
     ph = Phase()
     t = 0.0
     for i, (op, dur) in enumerate(zip(ops, times, strict=True)):
+        if op.kind == "attn" and ctx.attention is not None:
+            t = _context_attention(ph, op, ctx, t)
+            continue
         if op.kind == "comm":
             partner = hidden.get(i)
             exposed = dur if partner is None else max(0.0, dur - times[partner])
@@ -103,6 +113,20 @@ def cost_ops(ops: list[Op], ctx: CostContext) -> Phase:
         t += dur
     ph.duration = t
     return ph
+
+
+def _context_attention(ph: Phase, op: Op, ctx: CostContext, t: float) -> float:
+    """Place a context-parallel attention: slowest rank's compute plus exposed CP comm."""
+    assert ctx.attention is not None
+    cost = ctx.attention(op, op.name.endswith("_bwd"))
+    ph.ops.append(TimedOp(op.name, "compute", t, cost.compute, op.flops, 0.0))
+    if cost.exposed_comm > 0:
+        ph.ops.append(TimedOp(op.name + "_kv_ring", "cp", t, cost.critical, 0.0, 0.0))
+    ph.compute += cost.compute
+    ph.exposed["cp"] = ph.exposed.get("cp", 0.0) + cost.exposed_comm
+    ph.flops += op.flops
+    ph.model_flops += op.model_flops
+    return t + cost.critical
 
 
 def _partner_start(ph: Phase, name: str, now: float) -> float:

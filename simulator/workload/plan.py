@@ -10,7 +10,7 @@ the optimizer step.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from ..config.workload import Workload
 from ..engine import EngineInput
 from ..hardware import Placement, Topology
 from ..schedules import build_schedule
+from .context import make_attention
 from .cost import CostContext, Phase, cost_ops
 from .layout import group_layout
 from .ops import (backward_of, dims, embedding_forward, layer_forward, output_forward,
@@ -43,6 +44,7 @@ class Plan:
     engine_input: EngineInput
     stage_params: list[float]
     notes: list[str]
+    imbalance: dict[str, float] = field(default_factory=dict)
 
 
 def _layer_phases(w: Workload, ctx: CostContext) -> tuple[Phase, Phase]:
@@ -87,7 +89,8 @@ def build_plan(w: Workload, topo: Topology) -> Plan:
     part = partition_layers(w)
     groups = group_layout(w, topo)
     ctx = CostContext(topo=topo, groups=groups, dtype=tr.precision,
-                      tp_overlap=tr.tp_comm_overlap and p.sequence_parallel)
+                      tp_overlap=tr.tp_comm_overlap and p.sequence_parallel,
+                      attention=make_attention(w, topo, groups, dims(w)))
     layer = _layer_phases(w, ctx)
     P, V, M = p.pipeline, p.vp, w.num_microbatches
     fwd, bwd = np.zeros((P, V, M)), np.zeros((P, V, M))
@@ -114,9 +117,12 @@ def build_plan(w: Workload, topo: Topology) -> Plan:
         buckets.append(row)
         stage_params.append(total)
     notes = [part.note] if "even split" not in part.note else []
+    imbalance = {}
+    if ctx.attention is not None:
+        imbalance["cp"] = ctx.attention(None, False).imbalance
     return Plan(workload=w, topo=topo, partition=part, groups=groups, phases=phases,
                 engine_input=_engine_input(w, topo, groups, fwd, bwd, buckets, stage_params),
-                stage_params=stage_params, notes=notes)
+                stage_params=stage_params, notes=notes, imbalance=imbalance)
 
 
 def _engine_input(w: Workload, topo: Topology, groups: dict[str, Placement], fwd, bwd,
