@@ -1,0 +1,87 @@
+"""Predict each validation case with the simulator's own public machinery.
+
+* step time: :func:`simulator.api.simulate_resolved` on the case's workload and topology;
+* one layer: the layer's op list (:func:`simulator.workload.ops.layer_forward`,
+  :func:`~simulator.workload.ops.recompute_ops`, :func:`~simulator.workload.ops.backward_of`)
+  timed by :func:`simulator.workload.cost.cost_ops` with the case's group placements, exactly
+  as a training step costs each layer (TP collectives exposed unless overlapped);
+* collectives: :func:`simulator.collectives.collective_time` on ``topo.place(ranks, stride)``,
+  reported as nccl-tests bus bandwidth (:func:`simulator.collectives.bus_bandwidth`).
+
+``topology_overrides`` (dotted paths, e.g. ``{"gpu.gemm_efficiency": 0.7}``) apply on top of a
+case's own overrides; they are how calibration explores constants without editing files.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..api import resolve, simulate_resolved
+from ..collectives import bus_bandwidth, collective_time
+from ..config import load_topology
+from ..hardware import Topology
+from ..workload.cost import CostContext, cost_ops
+from ..workload.layout import group_layout
+from ..workload.ops import backward_of, layer_forward, recompute_ops
+from .cases import Case
+
+GB = 1e9
+
+
+def _topo_overrides(case: Case, extra: dict[str, Any] | None) -> dict[str, Any]:
+    return {**case.topology_overrides, **(extra or {})}
+
+
+def predict_step_time(case: Case, topology_overrides: dict[str, Any] | None = None) -> float:
+    """Simulated step time, s."""
+    w, t = resolve(case.spec["workload"], case.topology, case.spec["overrides"],
+                   _topo_overrides(case, topology_overrides))
+    return float(simulate_resolved(w, t)[0].step_time_s)
+
+
+def layer_times(case: Case, topology_overrides: dict[str, Any] | None = None
+                ) -> tuple[float, float]:
+    """(forward, backward) seconds of one decoder layer; backward includes recompute."""
+    w, t = resolve(case.spec["workload"], case.topology, case.spec["overrides"],
+                   _topo_overrides(case, topology_overrides))
+    topo = Topology.from_config(t)
+    p, tr = w.parallelism, w.training
+    ctx = CostContext(topo=topo, groups=group_layout(w, topo), dtype=tr.precision,
+                      tp_overlap=tr.tp_comm_overlap and p.sequence_parallel)
+    fwd = layer_forward(w)
+    f = cost_ops(fwd, ctx)
+    b = cost_ops(recompute_ops(w, fwd) + backward_of(fwd), ctx)
+    return f.duration, b.duration
+
+
+def predict_layer_time(case: Case, topology_overrides: dict[str, Any] | None = None) -> float:
+    f, b = layer_times(case, topology_overrides)
+    return f if case.spec["phase"] == "fwd" else b
+
+
+def predicted_busbw(topology: str, op: str, ranks: int, nbytes: float, stride: int = 1,
+                    algo: str | None = None, topology_overrides: dict[str, Any] | None = None
+                    ) -> float:
+    """nccl-tests bus bandwidth the model predicts, GB/s."""
+    topo = Topology.from_config(load_topology(topology, topology_overrides or {}))
+    seconds = collective_time(op, nbytes, topo.place(ranks, stride), topo, algo)
+    return bus_bandwidth(op, nbytes, ranks, seconds) / GB
+
+
+def predict_busbw(case: Case, topology_overrides: dict[str, Any] | None = None) -> float:
+    s = case.spec
+    return predicted_busbw(case.topology, s["op"], s["ranks"], s["bytes"], s["stride"],
+                           s["algo"], _topo_overrides(case, topology_overrides))
+
+
+PREDICTORS = {
+    "dense_step_time": predict_step_time,
+    "layer_time": predict_layer_time,
+    "collective_busbw": predict_busbw,
+    "ep_alltoall": predict_busbw,
+}
+
+
+def predict(case: Case, topology_overrides: dict[str, Any] | None = None) -> float:
+    """The simulator's prediction for ``case``, in the case's unit."""
+    return PREDICTORS[case.category](case, topology_overrides)
