@@ -52,7 +52,7 @@ def format_table(r: Result) -> str:
         f"  memory per GPU     {r.memory_per_gpu_GB:10.1f} GB "
         f"({'fits' if r.fits_in_memory else 'DOES NOT FIT'})",
         "",
-        f"  where the time goes (critical stage {r.critical_stage}):",
+        f"  where the time goes (bottleneck stage {r.critical_stage}):",
     ]
     for key, val in r.breakdown_s.items():
         share = val / r.step_time_s * 100 if r.step_time_s else 0.0

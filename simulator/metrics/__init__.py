@@ -1,6 +1,7 @@
 """Pure functions from engine records and the plan to the user-facing result.
 
-Breakdown of the step on the *critical* stage (the one that finishes last):
+Breakdown of the step on the *bottleneck* stage (the one with the most busy time);
+its idle time, whatever the cause, is bubble:
 
     step_time = compute + exposed tp + cp + ep + pp + bubble + dp
 

@@ -66,20 +66,6 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _phase_sums(plan: Plan, stage: int) -> dict[str, float]:
-    """Compute and exposed-comm seconds summed over every phase the stage runs."""
-    w = plan.workload
-    m = w.num_microbatches
-    sums = {"compute": 0.0, "tp": 0.0, "cp": 0.0, "ep": 0.0}
-    for (_, s, _c), ph in plan.phases.items():
-        if s != stage:
-            continue
-        sums["compute"] += ph.compute * m
-        for axis in ("tp", "cp", "ep"):
-            sums[axis] += ph.exposed.get(axis, 0.0) * m
-    return sums
-
-
 def _plan_dict(plan: Plan) -> dict[str, Any]:
     p, tr = plan.workload.parallelism, plan.workload.training
     return {
@@ -95,12 +81,14 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     """Build the result: critical-stage breakdown, throughput, MFU, memory, imbalance."""
     w, topo = plan.workload, plan.topo
     n = w.parallelism.num_gpus
-    crit = int(np.argmax([st.end for st in run.stages]))
+    # The bottleneck stage (most busy time) sets the pace; its idle time is bubble.
+    crit = int(np.argmax([st.busy + st.optimizer for st in run.stages]))
     st = run.stages[crit]
-    sums = _phase_sums(plan, crit)
-    bubble = max(0.0, st.pipeline_end - st.busy - st.pp_wait)
+    sums = plan.totals[crit]
     dp = max(0.0, st.end - st.pipeline_end - st.optimizer)
-    exposed = {"tp": sums["tp"], "cp": sums["cp"], "ep": sums["ep"], "pp": st.pp_wait, "dp": dp}
+    exposed = {"tp": sums["tp"], "cp": sums["cp"], "ep": sums["ep"], "pp": float(st.pp_wait),
+               "dp": float(dp)}
+    bubble = float(max(0.0, run.step_time - st.busy - st.pp_wait - dp - st.optimizer))
     compute = sums["compute"] + st.optimizer
     step = run.step_time
     tokens = w.training.global_batch_size * w.model.seq_length

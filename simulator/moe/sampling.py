@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 CHUNK_ELEMENTS = 1 << 20  # scores materialised at once (tokens x experts), bounds memory
-EXACT_LIMIT = 1 << 18  # tokens x experts above which topk_counts uses the approximation
+EXACT_LIMIT = 1 << 12  # tokens*experts above which the threshold approximation is used (speed)
 
 
 def rng_for(seed: int, *key: int) -> np.random.Generator:
@@ -91,11 +91,13 @@ def inclusion_probs(logits: np.ndarray, topk: int) -> np.ndarray:
     """``pi_i = 1 - exp(-w_i * c)``, ``w = exp(l - max l)``, with ``sum(pi) = topk``."""
     w = np.exp(logits - logits.max())
     lo, hi = 0.0, 1.0
-    while np.sum(-np.expm1(-w * hi)) < topk:
+    while -np.expm1(-w * hi).sum() < topk:
         hi *= 2.0
-    for _ in range(100):  # bisection on the threshold scale c
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if np.sum(-np.expm1(-w * mid)) < topk else (lo, mid)
+    for _ in range(30):  # Newton from the upper bracket: the sum is concave in c
+        f = -np.expm1(-w * hi).sum() - topk
+        if abs(f) < 1e-9 * topk:
+            break
+        hi = max(lo, hi - f / float((w * np.exp(-w * hi)).sum()))
     return -np.expm1(-w * hi)
 
 

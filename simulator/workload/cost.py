@@ -46,13 +46,14 @@ class Phase:
     model_flops: float = 0.0
     ops: list[TimedOp] = field(default_factory=list)
 
-    def extend(self, other: Phase, times: int = 1) -> None:
-        """Append ``other`` ``times`` times (identical layers)."""
-        for _ in range(times):
-            base = self.duration
-            self.ops.extend(TimedOp(o.name, o.stream, base + o.start, o.duration, o.flops,
-                                    o.nbytes) for o in other.ops)
-            self.duration += other.duration
+    def extend(self, other: Phase, times: int = 1, ops: bool = True) -> None:
+        """Append ``other`` ``times`` times (identical layers); ``ops=False`` keeps totals only."""
+        if ops:
+            for i in range(times):
+                base = self.duration + i * other.duration
+                self.ops.extend(TimedOp(o.name, o.stream, base + o.start, o.duration, o.flops,
+                                        o.nbytes) for o in other.ops)
+        self.duration += other.duration * times
         self.compute += other.compute * times
         for k, v in other.exposed.items():
             self.exposed[k] = self.exposed.get(k, 0.0) + v * times

@@ -116,9 +116,16 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
     ]
 
 
-def layer_forward(w: Workload) -> list[Op]:
-    """Forward ops of one dense decoder layer on one GPU, in execution order."""
+def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
+    """Forward ops of one decoder layer on one GPU, in execution order.
+
+    ``mlp_ffn``: width of the TP-sharded MLP; ``None`` for the model's dense
+    FFN, ``0`` for none (a MoE layer without shared expert: its routed experts
+    are costed by :mod:`.moe_layer`).
+    """
     x = dims(w)
+    if mlp_ffn is not None:
+        x = replace(x, ffn_t=mlp_ffn / x.tp)
     qkv_n = (x.a_t + 2 * x.g_t) * x.d
     ops = [mem("input_layernorm", 2 * x.Tn * x.h * x.e)]
     ops += _tp_in(x, "tp_allgather_attn")
@@ -127,7 +134,8 @@ def layer_forward(w: Workload) -> list[Op]:
     ops += [gemm("attn_proj", x.T, x.h, x.a_t * x.d)]
     ops += _tp_out(x, "tp_reduce_attn")
     ops += [mem("residual_layernorm", 5 * x.Tn * x.h * x.e)]
-    ops += mlp_forward(x)
+    if x.ffn_t > 0:
+        ops += mlp_forward(x)
     ops += [mem("residual", 3 * x.Tn * x.h * x.e)]
     return ops
 

@@ -1,10 +1,12 @@
 """Assemble a workload on a topology into the engine's input.
 
 For every pipeline stage and model chunk this costs the forward and backward
-phases (embedding on the first chunk of stage 0, output layer and loss on the
-last chunk of the last stage, identical decoder layers in between, counted
-once and repeated), the p2p transfer per micro-batch, the gradient buckets and
-the optimizer step.
+phases: embedding on the first chunk of stage 0, output layer and loss on the
+last chunk of the last stage, decoder layers in between. Dense layers are
+identical, so one is costed and repeated. MoE layers add a routed-expert part
+that depends on the router's draw for that layer and micro-batch, so phase
+durations may differ per micro-batch (``fwd[s, c, mb]``). Also costed: the
+p2p transfer per micro-batch, the gradient buckets and the optimizer step.
 """
 
 from __future__ import annotations
@@ -19,17 +21,20 @@ from ..compute import BYTES, optimizer_time
 from ..config.workload import Workload
 from ..engine import EngineInput
 from ..hardware import Placement, Topology
+from ..memory.parameters import StageParams, stage_layer_indices, stage_params
+from ..moe import is_moe_layer
 from ..schedules import build_schedule
 from .context import make_attention
-from .cost import CostContext, Phase, cost_ops
+from .cost import CostContext, Phase, TimedOp, cost_ops
 from .layout import group_layout
-from .ops import (backward_of, dims, embedding_forward, layer_forward, output_forward,
-                  recompute_ops)
-from .params import dense_layer_params, embedding_params
+from .moe_layer import MoECost, MoEPart
+from .ops import backward_of, dims, embedding_forward, layer_forward, output_forward, \
+    recompute_ops
 from .partition import Partition, partition_layers
 
-GRAD_BYTES = 4  # fp32 gradient reduction (Megatron --accumulate-allreduce-grads-in-fp32)
+GRAD_BYTES = 4  # fp32 gradient reduction (Megatron forces it for bf16 training)
 PARAM_BYTES = BYTES["bf16"]
+AXES = ("compute", "tp", "cp", "ep")
 
 
 @dataclass
@@ -40,37 +45,136 @@ class Plan:
     topo: Topology
     partition: Partition
     groups: dict[str, Placement]
-    phases: dict[tuple[str, int, int], Phase]  # (phase, stage, chunk) -> cost
+    phases: dict[tuple[str, int, int], Phase]  # (phase, stage, chunk) -> micro-batch 0
     engine_input: EngineInput
-    stage_params: list[float]
+    stage_params: list[StageParams]
+    totals: list[dict[str, float]]  # per stage: compute / tp / cp / ep seconds, all phases
     notes: list[str]
     imbalance: dict[str, float] = field(default_factory=dict)
+    moe: MoECost | None = None
 
 
-def _layer_phases(w: Workload, ctx: CostContext) -> tuple[Phase, Phase]:
-    fwd = layer_forward(w)
-    return cost_ops(fwd, ctx), cost_ops(recompute_ops(w, fwd) + backward_of(fwd), ctx)
+class _Builder:
+    def __init__(self, w: Workload, topo: Topology):
+        p, tr = w.parallelism, w.training
+        self.w, self.topo = w, topo
+        self.part = partition_layers(w)
+        self.groups = group_layout(w, topo)
+        x = dims(w)
+        self.ctx = CostContext(topo=topo, groups=self.groups, dtype=tr.precision,
+                               tp_overlap=tr.tp_comm_overlap and p.sequence_parallel,
+                               attention=make_attention(w, topo, self.groups, x))
+        self.dense = self._layer(None)
+        self.moe = MoECost(w, topo, self.groups, x.T) if w.model.moe else None
+        shared = w.model.moe.shared_expert_ffn_hidden_size if w.model.moe else 0
+        self.moe_base = self._layer(shared) if self.moe else None
+        self.full_recompute = tr.recompute == "full"
+        emb, out = embedding_forward(w), output_forward(w)
+        self.embed = (cost_ops(emb, self.ctx), cost_ops(backward_of(emb), self.ctx))
+        self.output = (cost_ops(out, self.ctx), cost_ops(backward_of(out), self.ctx))
+
+    def _layer(self, ffn: int | None) -> tuple[Phase, Phase]:
+        fwd = layer_forward(self.w, ffn)
+        return (cost_ops(fwd, self.ctx),
+                cost_ops(recompute_ops(self.w, fwd) + backward_of(fwd), self.ctx))
+
+    def chunk(self, s: int, c: int, mb: int, first: bool, last: bool, ops: bool):
+        """(forward, backward) phases of chunk c on stage s for micro-batch mb."""
+        w = self.w
+        f, b = Phase(), Phase()
+        if first:
+            f.extend(self.embed[0], ops=ops)
+        tail = []
+        if last:
+            b.extend(self.output[1], ops=ops)
+        dense_run = 0
+        for layer in self._chunk_layers(s, c):
+            if self.moe is None or not is_moe_layer(w.model.moe, layer):
+                dense_run += 1
+                continue
+            f.extend(self.dense[0], dense_run, ops), b.extend(self.dense[1], dense_run, ops)
+            dense_run = 0
+            fp, bp = self.moe.part(layer, mb, False), self.moe.part(layer, mb, True)
+            f.extend(self.moe_base[0], ops=ops)
+            f.extend(_moe_phase(fp, ops), ops=ops)
+            b.extend(_moe_phase(bp, ops), ops=ops)
+            if self.full_recompute:
+                b.extend(_moe_phase(fp, ops), ops=ops)
+            b.extend(self.moe_base[1], ops=ops)
+        f.extend(self.dense[0], dense_run, ops), b.extend(self.dense[1], dense_run, ops)
+        if last:
+            f.extend(self.output[0], ops=ops)
+        if first:
+            b.extend(self.embed[1], ops=ops)
+        return f, b
+
+    def _chunk_layers(self, s: int, c: int) -> list[int]:
+        ids = stage_layer_indices(self.part, s)
+        before = sum(self.part.layers[s][:c])
+        return ids[before:before + self.part.layers[s][c]]
 
 
-def _chunk_phases(w: Workload, ctx: CostContext, layers: int, first: bool, last: bool,
-                  layer: tuple[Phase, Phase]) -> tuple[Phase, Phase]:
-    fwd, bwd = Phase(), Phase()
-    if first:
-        fwd.extend(cost_ops(embedding_forward(w), ctx))
-    fwd.extend(layer[0], layers)
-    if last:
-        out = output_forward(w)
-        fwd.extend(cost_ops(out, ctx))
-        bwd.extend(cost_ops(backward_of(out), ctx))
-    bwd.extend(layer[1], layers)
-    if first:
-        bwd.extend(cost_ops(backward_of(embedding_forward(w)), ctx))
-    return fwd, bwd
+def _moe_phase(part: MoEPart, ops: bool) -> Phase:
+    ph = Phase(duration=part.duration, compute=part.compute,
+               exposed={"tp": 0.0, "cp": 0.0, "ep": part.exposed_ep})
+    if ops:
+        ph.ops = [TimedOp("ep_dispatch", "ep", 0.0, part.dispatch, 0.0, 0.0),
+                  TimedOp("experts", "compute", part.dispatch, part.experts, 0.0, 0.0),
+                  TimedOp("ep_combine", "ep", part.dispatch + part.compute, part.combine,
+                          0.0, 0.0)]
+    return ph
+
+
+def build_plan(w: Workload, topo: Topology) -> Plan:
+    bld = _Builder(w, topo)
+    p = w.parallelism
+    P, V, M = p.pipeline, p.vp, w.num_microbatches
+    fwd, bwd = np.zeros((P, V, M)), np.zeros((P, V, M))
+    phases: dict[tuple[str, int, int], Phase] = {}
+    totals = [dict.fromkeys(AXES, 0.0) for _ in range(P)]
+    varies = bld.moe is not None
+    for s in range(P):
+        for c in range(V):
+            first, last = s == 0 and c == 0, s == P - 1 and c == V - 1
+            for mb in range(M if varies else 1):
+                f, b = bld.chunk(s, c, mb, first, last, ops=mb == 0)
+                if mb == 0:
+                    phases[("F", s, c)], phases[("B", s, c)] = f, b
+                sl = slice(mb, mb + 1) if varies else slice(None)
+                fwd[s, c, sl], bwd[s, c, sl] = f.duration, b.duration
+                weight = 1 if varies else M
+                for ph in (f, b):
+                    totals[s]["compute"] += ph.compute * weight
+                    for axis in ("tp", "cp", "ep"):
+                        totals[s][axis] += ph.exposed.get(axis, 0.0) * weight
+    params = [stage_params(w, bld.part, s) for s in range(P)]
+    notes = [bld.part.note] if "even split" not in bld.part.note else []
+    imbalance = {}
+    if bld.ctx.attention is not None:
+        imbalance["cp"] = bld.ctx.attention(None, False).imbalance
+    if bld.moe is not None:
+        imbalance.update(_moe_imbalance(bld.moe))
+    return Plan(workload=w, topo=topo, partition=bld.part, groups=bld.groups, phases=phases,
+                engine_input=_engine_input(w, topo, bld, fwd, bwd, params),
+                stage_params=params, totals=totals, notes=notes, imbalance=imbalance,
+                moe=bld.moe)
+
+
+def _moe_imbalance(moe: MoECost) -> dict[str, float]:
+    """Mean over every simulated (layer, micro-batch) draw of the router figures."""
+    figs = [moe.part(*key, False).loads.imbalance(moe.ep) for key in moe._cache]
+    if not figs:
+        return {}
+    mean = {k: float(np.mean([f[k] for f in figs])) for k in figs[0]}
+    return {"ep_expert_max_over_mean": mean["expert_max_over_mean"],
+            "ep_rank_max_over_mean": mean["rank_max_over_mean"],
+            "ep_dropped_fraction": mean["dropped_fraction"],
+            "ep_balance_loss": mean["balance_loss"]}
 
 
 def _buckets(params: float, dp: int, group: Placement, topo: Topology, dist_opt: bool
              ) -> list[float]:
-    """Gradient-sync time (s) of each DDP bucket of a chunk holding ``params`` elements.
+    """Gradient-sync time (s) of each DDP bucket of ``params`` elements.
 
     Megatron-Core DDP buckets hold ``max(40e6, 1e6 * dp)`` parameters; each is
     reduce-scattered (distributed optimizer) or all-reduced in fp32.
@@ -84,62 +188,39 @@ def _buckets(params: float, dp: int, group: Placement, topo: Topology, dist_opt:
     return [t] * n
 
 
-def build_plan(w: Workload, topo: Topology) -> Plan:
+def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
+                  params: list[StageParams]) -> EngineInput:
     p, tr = w.parallelism, w.training
-    part = partition_layers(w)
-    groups = group_layout(w, topo)
-    ctx = CostContext(topo=topo, groups=groups, dtype=tr.precision,
-                      tp_overlap=tr.tp_comm_overlap and p.sequence_parallel,
-                      attention=make_attention(w, topo, groups, dims(w)))
-    layer = _layer_phases(w, ctx)
-    P, V, M = p.pipeline, p.vp, w.num_microbatches
-    fwd, bwd = np.zeros((P, V, M)), np.zeros((P, V, M))
-    phases: dict[tuple[str, int, int], Phase] = {}
-    buckets: list[list[list[float]]] = []
-    stage_params: list[float] = []
-    tied = not w.model.untie_embeddings_and_output_weights
-    for s in range(P):
-        row, total = [], 0.0
-        for c in range(V):
-            first, last = s == 0 and c == 0, s == P - 1 and c == V - 1
-            f, b = _chunk_phases(w, ctx, part.layers[s][c], first, last, layer)
-            phases[("F", s, c)], phases[("B", s, c)] = f, b
-            fwd[s, c, :], bwd[s, c, :] = f.duration, b.duration
-            params = part.layers[s][c] * dense_layer_params(w)
-            params += embedding_params(w) * (first + (last and (not tied or P > 1)))
-            total += params
-            row.append(_buckets(params, p.data * p.context, groups["dp_cp"], topo,
-                                tr.distributed_optimizer))
-        if tied and P > 1 and s in (0, P - 1):
-            pair = topo.place(2, max(1, groups["pp"].stride * (P - 1)))
-            row[0 if s == 0 else V - 1].append(
-                collective_time("all_reduce", embedding_params(w) * GRAD_BYTES, pair, topo))
-        buckets.append(row)
-        stage_params.append(total)
-    notes = [part.note] if "even split" not in part.note else []
-    imbalance = {}
-    if ctx.attention is not None:
-        imbalance["cp"] = ctx.attention(None, False).imbalance
-    return Plan(workload=w, topo=topo, partition=part, groups=groups, phases=phases,
-                engine_input=_engine_input(w, topo, groups, fwd, bwd, buckets, stage_params),
-                stage_params=stage_params, notes=notes, imbalance=imbalance)
-
-
-def _engine_input(w: Workload, topo: Topology, groups: dict[str, Placement], fwd, bwd,
-                  buckets, stage_params) -> EngineInput:
-    p, tr = w.parallelism, w.training
+    g = bld.groups
     x = dims(w)
+    P, V = p.pipeline, p.vp
     act = x.Tn * x.h * x.e  # SP sends the sequence-parallel shard between stages
-    p2p = collective_time("send_recv", act, groups["pp"], topo) if p.pipeline > 1 else 0.0
-    shard = p.data * p.context if tr.distributed_optimizer else 1
-    opt = np.array([optimizer_time(n / shard, topo.gpu) for n in stage_params])
-    if tr.distributed_optimizer and shard > 1:
-        ag = np.array([collective_time("all_gather", n * PARAM_BYTES, groups["dp_cp"], topo)
-                       for n in stage_params])
-    else:
-        ag = np.zeros(p.pipeline)
+    p2p = collective_time("send_recv", act, g["pp"], topo) if P > 1 else 0.0
+    dense_shard = p.data * p.context if tr.distributed_optimizer else 1
+    edp = g["edp"].size if tr.distributed_optimizer else 1
+    buckets, opt, ag = [], [], []
+    for s in range(P):
+        sp = params[s]
+        per_chunk = [sum(bld.part.layers[s][:c + 1]) - sum(bld.part.layers[s][:c])
+                     for c in range(V)]
+        total_layers = max(1, sum(per_chunk))
+        row = []
+        for c in range(V):
+            share = per_chunk[c] / total_layers
+            row.append(_buckets(sp.dense * share, dense_shard, g["dp_cp"], topo,
+                                tr.distributed_optimizer)
+                       + _buckets(sp.expert * share, edp, g["edp"], topo,
+                                  tr.distributed_optimizer))
+        buckets.append(row)
+        opt.append(optimizer_time(sp.dense / dense_shard + sp.expert / edp, topo.gpu))
+        gather = 0.0
+        if tr.distributed_optimizer:
+            gather = collective_time("all_gather", sp.dense * PARAM_BYTES, g["dp_cp"], topo) \
+                + collective_time("all_gather", sp.expert * PARAM_BYTES, g["edp"], topo)
+        ag.append(gather)
     return EngineInput(
-        schedule=build_schedule(p.pipeline_schedule, p.pipeline, w.num_microbatches, p.vp),
-        fwd=fwd, bwd=bwd, p2p=np.full(p.pipeline, p2p), dp_buckets=buckets,
-        optimizer=opt, param_gather=ag, overlap_grad_reduce=tr.overlap_grad_reduce,
+        schedule=build_schedule(p.pipeline_schedule, P, w.num_microbatches, V),
+        fwd=fwd, bwd=bwd, p2p=np.full(P, p2p), dp_buckets=buckets,
+        optimizer=np.array(opt), param_gather=np.array(ag),
+        overlap_grad_reduce=tr.overlap_grad_reduce,
         overlap_param_gather=tr.overlap_param_gather)
