@@ -1,0 +1,1 @@
+"""Reproducible studies that regenerate pages of ``reports/``."""
