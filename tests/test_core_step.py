@@ -1,0 +1,103 @@
+"""End-to-end properties of the core simulator (issue 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator import simulate
+from simulator.api import plan
+from simulator.cli.main import main
+from simulator.compute import optimizer_time
+from simulator.workload.cost import op_time
+from simulator.workload.ops import backward_of, embedding_forward, layer_forward, output_forward
+
+SINGLE = {"parallelism.tensor": 1, "parallelism.pipeline": 1, "parallelism.data": 1,
+          "parallelism.sequence_parallel": False, "training.global_batch_size": 4,
+          "training.micro_batch_size": 2}
+REQUIRED = {"step_time_s", "tokens_per_s", "model_tflops_per_gpu", "mfu", "num_gpus",
+            "bubble_fraction", "compute_time_s", "exposed_comm_s", "memory_per_gpu_GB",
+            "fits_in_memory"}
+
+
+def test_no_parallelism_equals_sum_of_op_times():
+    p = plan("tiny", "dgx-h100", **SINGLE)
+    ctx = type("Ctx", (), {})  # op_time only needs topo/dtype for compute ops
+    ctx.topo, ctx.dtype = p.topo, "bf16"
+    w = p.workload
+    layer = layer_forward(w)
+    ops = (embedding_forward(w) + layer * w.model.num_layers + output_forward(w)
+           + backward_of(output_forward(w)) + backward_of(layer) * w.model.num_layers
+           + backward_of(embedding_forward(w)))
+    per_mb = sum(op_time(o, ctx) for o in ops)
+    m = w.num_microbatches
+    r = simulate("tiny", "dgx-h100", **SINGLE)
+    expected = per_mb * m + optimizer_time(p.stage_params[0].total, p.topo.gpu)
+    assert r.step_time_s == pytest.approx(expected, rel=1e-12)
+    assert r.bubble_fraction == 0.0
+    assert sum(r.exposed_comm_s.values()) == 0.0
+
+
+def test_breakdown_sums_to_step_time():
+    for name in ("tiny", "llama3-70b", "gpt3-175b"):
+        r = simulate(name, "dgx-h100")
+        assert sum(r.breakdown_s.values()) == pytest.approx(r.step_time_s, rel=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(bw=st.floats(1.0, 8.0), flops=st.floats(1.0, 4.0),
+       tp=st.sampled_from([1, 2, 4]), pp=st.sampled_from([1, 2, 4]))
+def test_more_bandwidth_or_flops_never_slower(bw, flops, tp, pp):
+    over = {"parallelism.tensor": tp, "parallelism.pipeline": pp, "parallelism.data": 2,
+            "model.num_layers": 8, "training.global_batch_size": 16,
+            "parallelism.sequence_parallel": tp > 1}
+    base = simulate("tiny", "dgx-h100", **over)
+    faster_net = simulate("tiny", "dgx-h100", topology_overrides={
+        "tiers.0.bandwidth_GBps": 450 * bw, "tiers.1.bandwidth_GBps": 50 * bw,
+        "tiers.2.bandwidth_GBps": 50 * bw}, **over)
+    faster_gpu = simulate("tiny", "dgx-h100", topology_overrides={
+        "gpu.peak_tflops.bf16": 989 * flops}, **over)
+    assert faster_net.step_time_s <= base.step_time_s * (1 + 1e-12)
+    assert faster_gpu.step_time_s <= base.step_time_s * (1 + 1e-12)
+
+
+def test_cli_json_has_required_keys(capsys):
+    assert main(["run", "tiny", "--topology", "dgx-h100", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert REQUIRED <= set(out)
+    assert set(out["exposed_comm_s"]) == {"tp", "cp", "ep", "pp", "dp"}
+
+
+def test_cli_matches_api(capsys):
+    main(["run", "llama3-70b", "-t", "dgx-h100", "--set", "parallelism.pipeline=8",
+          "--set", "parallelism.virtual_pipeline=5", "--set", "parallelism.data=1",
+          "--format", "json"])
+    cli = json.loads(capsys.readouterr().out)
+    api = simulate("llama3-70b", "dgx-h100", parallelism__pipeline=8,
+                   parallelism__virtual_pipeline=5, parallelism__data=1)
+    assert cli == json.loads(api.to_json())
+
+
+def test_uneven_split_is_reported():
+    r = simulate("llama3-405b", "dgx-h100")
+    assert r.plan["layers_per_stage"] == [7] + [8] * 14 + [7]
+    assert any("126 layers" in n for n in r.notes)
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["--set", "parallelism.tensor=3"], "parallelism.tensor"),
+    (["--set", "parallelism.data=3"], "training.global_batch_size"),
+    (["--set", "parallelism.data=32768", "--set", "training.global_batch_size=32768"],
+     "parallelism"),
+    (["--set", "parallelism.decoder_first_pipeline_num_layers=40",
+      "--set", "parallelism.pipeline=2"], "parallelism.decoder_first_pipeline_num_layers"),
+    (["--set", "model.hidden_size=-4"], "model.hidden_size"),
+    (["--set", "parallelism.tensor=16"], "parallelism.tensor"),
+])
+def test_bad_plans_are_one_line_exit_2(argv, field, capsys):
+    assert main(["run", "llama3-8b", "-t", "dgx-h100", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and field in err and "Traceback" not in err
