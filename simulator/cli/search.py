@@ -1,0 +1,99 @@
+"""``clustersim search``: the fastest parallel plans of a model on N GPUs, and why.
+
+Every plan (TP, PP, VP, CP, EP, DP, micro-batch, recompute, SP) is generated,
+checked, fitted in memory and bounded; only plans that can still reach the
+top are simulated (see :mod:`simulator.sweep.search` for the pruning and its
+counts). The table ranks by tokens/s and says, for each plan, where it gains
+on the next one, and for the winner, where it gains on pure DP and pure TP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import ConfigError
+from ..sweep import SearchResult, search
+from .common import add_config_arguments, overrides
+from .sweep import add_executor_arguments
+
+NAME = "search"
+HELP = "rank every parallel plan of WORKLOAD on N GPUs by simulated throughput"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_config_arguments(p)
+    p.add_argument("--gpus", type=int, required=True, metavar="N", help="number of GPUs")
+    p.add_argument("--top", type=int, default=10, help="plans to show (default 10)")
+    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    p.add_argument("--micro-batch-sizes", default="1,2,4,8", metavar="LIST",
+                   help="micro-batch sizes to try, comma-separated (default 1,2,4,8)")
+    p.add_argument("--max-context", type=int, default=16, metavar="CP",
+                   help="largest context-parallel degree to try (default 16)")
+    p.add_argument("--max-simulations", type=int, default=2000, metavar="N",
+                   help="hard cap on simulations (default 2000)")
+    add_executor_arguments(p)
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise ConfigError("--micro-batch-sizes", text, "expected positive integers, e.g. 1,2,4")
+    return sizes
+
+
+def run(args: argparse.Namespace) -> int:
+    result = search(args.workload, args.topology, args.gpus, args.top,
+                    executor=args.executor, scheduler=args.scheduler, workers=args.workers,
+                    store=args.store, overrides=overrides(args.set),
+                    topology_overrides=overrides(args.set_topology),
+                    micro_batch_sizes=_sizes(args.micro_batch_sizes),
+                    max_context=args.max_context, max_simulations=args.max_simulations)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    elif args.format == "csv":
+        result.plans.to_csv(sys.stdout, index=False)
+    else:
+        sys.stdout.write(format_table(result))
+    return 0
+
+
+def counts_line(r: SearchResult) -> str:
+    c = r.counts
+    return (f"{c['plans']} plans: {c['invalid']} invalid, {c['over_memory']} over memory, "
+            f"{c['recompute_dominated']} dominated by lighter recompute, "
+            f"{c['pruned_by_bound']} pruned by the step-time bound, "
+            f"{c['not_simulated_cap']} left by the simulation cap, {c['simulated']} simulated"
+            + ("" if r.exhaustive else " (cap reached: ranking not exhaustive)"))
+
+
+def format_table(r: SearchResult) -> str:
+    lines = [f"{r.workload} on {r.topology}, {r.gpus} GPUs, global batch "
+             f"{r.global_batch_size}", counts_line(r), ""]
+    if r.plans.empty:
+        lines.append("no plan fits in memory")
+    else:
+        lines.append(f"{'#':>3}  {'plan':<28} {'recompute':<9} {'tokens/s':>10} {'MFU':>6} "
+                     f"{'mem GB':>7} {'bubble':>7}  why")
+        for row in r.plans.to_dict("records"):
+            lines.append(f"{row['rank']:>3}  {row['plan']:<28} {row['recompute']:<9} "
+                         f"{row['tokens_per_s']:>10.4g} {row['mfu'] * 100:>5.1f}% "
+                         f"{row['memory_per_gpu_GB']:>7.1f} "
+                         f"{row['bubble_fraction'] * 100:>6.1f}%  {row['why']}")
+    lines += ["", "baselines:"]
+    for b in r.baselines:
+        head = f"  {b['name']:<8} {b['plan']:<24}"
+        if b["status"] == "ok":
+            tail = f"{b['recompute']:<9} {b['tokens_per_s']:>10.4g} tokens/s"
+            if "why_best_wins" in b:
+                tail += f"   #1: {b['why_best_wins']}"
+            elif b.get("rank") == 1:
+                tail += "   (this is the #1 plan)"
+            lines.append(f"{head} {tail}")
+        else:
+            lines.append(f"{head} {b['reason']}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,118 @@
+"""What-if sweeps and plan search, on local processes or a Dask cluster.
+
+A *sweep* varies a base configuration along axes and simulates every point;
+the answer is a pandas DataFrame with one row per configuration holding every
+input (dotted keys such as ``parallelism.tensor``, ``topology.gpu.hbm_GB``),
+every output (the keys of ``Result.to_series()``), a ``status`` (``ok`` /
+``invalid`` / ``error``) and, for rows that are not ok, a ``reason``.
+
+>>> from simulator.sweep import sweep
+>>> df = sweep("tiny", "dgx-h100",
+...            axes={"parallelism.tensor": [1, 2, 3], "num_gpus": [8]},
+...            executor="serial")
+>>> df[["parallelism.tensor", "parallelism.data", "status"]].values.tolist()
+[[1, 4, 'ok'], [2, 2, 'ok'], [3, 1, 'invalid']]
+>>> print(df.reason[2])
+num_gpus = 8: must be a multiple of tensor*pipeline*context (3*2*1 = 6)
+>>> bool(df.tokens_per_s[1] > 0)
+True
+
+Axes form a cartesian product in the order given; ``zip_axes`` groups keys
+that vary together; ``num_gpus`` sets ``parallelism.data`` to
+``gpus / (tensor * pipeline * context)`` and moves nothing else; ``topology``
+and ``workload`` can be axes too (see :mod:`.spec` for the YAML form that
+``clustersim sweep`` reads). Rows come back in configuration order, identical
+to the bit whichever executor ran them. With ``store=DIR`` every outcome is
+appended to a SQLite store as it finishes; a sweep killed at any point and
+started again recomputes nothing already stored (:mod:`.store`).
+
+A *plan search* (:func:`search_plans`, ``clustersim search``) enumerates every
+parallel plan of one model on N GPUs, drops the invalid and those that do not
+fit, bounds the rest and simulates only those that can still reach the top
+(:mod:`.search`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .executors import Executor, make_executor
+from .progress import Progress
+from .resolve import Documents
+from .runner import SweepCounts, run_points, write_csv, write_parquet
+from .search import SearchResult, search_plans
+from .spec import SweepSpec, expand, load_sweep, make_spec
+from .store import ResultStore
+
+__all__ = [
+    "Executor", "ResultStore", "SearchResult", "SweepCounts", "SweepSpec", "expand",
+    "load_sweep", "make_executor", "make_spec", "run_sweep", "search", "search_plans", "sweep",
+    "write_csv", "write_parquet",
+]
+
+
+def run_sweep(spec: SweepSpec, executor: str | Executor = "local", scheduler: Any = None,
+              workers: int | None = None, store: str | Path | None = None,
+              progress: bool | None = None) -> pd.DataFrame:
+    """Run a checked sweep spec; see :func:`sweep` for the arguments."""
+    points = expand(spec)
+    ex = executor if isinstance(executor, Executor) else make_executor(executor, scheduler,
+                                                                        workers)
+    st = ResultStore(store) if store is not None else None
+    try:
+        with Progress(len(points), "sweep", enabled=progress) as bar:
+            return run_points(points, ex, st, bar, Documents(spec.base_dir))
+    finally:
+        if st is not None:
+            st.close()
+        if ex is not executor:
+            ex.close()
+
+
+def sweep(workload: Any = None, topology: Any = None, axes: dict[str, list] | None = None,
+          zip_axes: dict[str, list] | list[dict[str, list]] | None = None, *,
+          overrides: dict[str, Any] | None = None,
+          topology_overrides: dict[str, Any] | None = None,
+          executor: str | Executor = "local", scheduler: Any = None,
+          workers: int | None = None, store: str | Path | None = None,
+          progress: bool | None = None) -> pd.DataFrame:
+    """Simulate every configuration of a grid; one DataFrame row each.
+
+    Args:
+        workload, topology: the base (path, shipped name, dict or config object);
+            either may be omitted when it is an axis.
+        axes: ``{dotted key: [values]}``, combined as a cartesian product.
+        zip_axes: ``{key: [values]}`` varied together (equal lengths), or a list
+            of such groups.
+        overrides, topology_overrides: base dotted-path overrides.
+        executor: ``"local"`` (processes, default all cores; ``workers`` to
+            choose), ``"dask"`` (``scheduler`` = address, Client or LocalCluster)
+            or ``"serial"``; or an :class:`Executor` you manage.
+        store: directory of a result store to append to and resume from.
+        progress: draw a progress bar on stderr (default: when it is a terminal).
+
+    Counts of what ran (from store, simulated, invalid) are in ``df.attrs["counts"]``.
+    """
+    spec = make_spec(workload, topology, axes, zip_axes, overrides, topology_overrides)
+    return run_sweep(spec, executor, scheduler, workers, store, progress)
+
+
+def search(workload: Any, topology: Any, gpus: int, top: int = 10, *,
+           executor: str | Executor = "local", scheduler: Any = None,
+           workers: int | None = None, store: str | Path | None = None,
+           progress: bool | None = None, **kwargs: Any) -> SearchResult:
+    """:func:`search_plans` with executor and store set up (and closed) for you."""
+    ex = executor if isinstance(executor, Executor) else make_executor(executor, scheduler,
+                                                                        workers)
+    st = ResultStore(store) if store is not None else None
+    try:
+        return search_plans(workload, topology, gpus, top, executor=ex, store=st,
+                            progress=progress, **kwargs)
+    finally:
+        if st is not None:
+            st.close()
+        if ex is not executor:
+            ex.close()

@@ -1,0 +1,260 @@
+"""Plan search: the fastest parallel plans of one model on N GPUs, and why they win.
+
+Cheapest filters first; each step's toll is counted in ``SearchResult.counts``:
+
+1. ``plans``: shapes from the structural rules (:mod:`.candidates`: TP inside
+   the NVLink domain, divisors only, even interleaved splits) times the three
+   recompute settings;
+2. ``invalid``: rejected by ``check_plan`` (heads, batch divisibility, ...);
+3. ``over_memory``: the memory model says it does not fit;
+   ``recompute_dominated``: a lighter recompute of the same shape fits (more
+   recompute only adds work, so it cannot be faster);
+4. every plan left gets a lower bound on its step time from its costed phases
+   (:mod:`.search_tasks`, no event simulation);
+5. branch and bound: plans are simulated in order of their bound, in batches;
+   once the next bound exceeds the K-th best simulated step, no plan left can
+   enter the top K, and the rest are ``pruned_by_bound``. The top K is then
+   exactly what simulating every fitting plan would give;
+6. a hard cap on simulations (``max_simulations``) stops a runaway search;
+   ``exhaustive`` is then False and says the ranking covers only what ran.
+
+All plans share the global batch and sequence length, so ranking by tokens/s
+is ranking by step time; ties keep generation order. Two naive baselines are
+always simulated when they fit: pure DP (TP1 PP1, MBS 1) and pure TP (the
+largest TP the NVLink domain and the model allow, PP1, MBS 1), each with the
+lightest recompute that fits.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ..config import TopologyConfig, Workload, load_topology
+from ..config.loader import apply_overrides, validate_model
+from ..config.validate import check_plan
+from ..errors import ConfigError
+from .candidates import RECOMPUTE, Shape, divisors, resolve_shapes, shapes, with_recompute
+from .executors import Executor
+from .explain import why
+from .progress import Progress
+from .resolve import Documents, config_key
+from .runner import simulate_keys
+from .search_tasks import fit_and_bound
+from .store import ResultStore
+
+MAX_SHAPES = 200_000
+PLAN_COLUMNS = ("tp", "pp", "vp", "cp", "ep", "dp", "mbs", "recompute", "sp")
+
+
+@dataclass
+class Fit:
+    """A shape with the lightest recompute that fits, its memory and step bound."""
+
+    order: int
+    shape: Shape
+    workload: Workload
+    recompute: str
+    memory_GB: float
+    bound_s: float
+    outcome: dict[str, Any] | None = None
+
+
+@dataclass
+class SearchResult:
+    """Ranked top plans, the baselines, and what each pruning step removed."""
+
+    workload: str
+    topology: str
+    gpus: int
+    global_batch_size: int
+    plans: pd.DataFrame
+    baselines: list[dict[str, Any]]
+    counts: dict[str, int] = field(default_factory=dict)
+    exhaustive: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workload": self.workload, "topology": self.topology, "gpus": self.gpus,
+                "global_batch_size": self.global_batch_size, "counts": self.counts,
+                "exhaustive": self.exhaustive,
+                "plans": self.plans.to_dict("records"),
+                "baselines": self.baselines}
+
+
+def _fit_phase(valid: list[tuple[Shape, Workload]], t: TopologyConfig, ex: Executor,
+               counts: dict[str, int], progress: Progress | None
+               ) -> tuple[list[Fit], dict[Shape, str]]:
+    """Memory and bound for every valid shape; returns fits and why the others failed."""
+    fits, failed = [], {}
+    items = [(w, t) for _, w in valid]
+    results: list[Any] = [None] * len(items)
+    for i, res in ex.map(fit_and_bound, items):
+        results[i] = res
+        if progress is not None:
+            progress.update()
+    for i, (rc, tried, bound, error) in enumerate(results):
+        shape, w = valid[i]
+        if error is not None:
+            counts["invalid"] += 3
+            failed[shape] = error
+        elif rc is None:
+            counts["over_memory"] += 3
+            failed[shape] = (f"does not fit even with full recompute: {tried[-1]:.1f} GB "
+                             f"of {t.gpu.hbm_GB:g} GB")
+        else:
+            k = RECOMPUTE.index(rc)
+            counts["over_memory"] += k
+            counts["recompute_dominated"] += len(RECOMPUTE) - 1 - k
+            fits.append(Fit(i, shape, with_recompute(w, rc), rc, tried[-1], bound))
+    return fits, failed
+
+
+def _simulate(batch: list[Fit], t: TopologyConfig, ex: Executor, store: ResultStore | None,
+              progress: Progress | None) -> None:
+    keys = [config_key(f.workload, t) for f in batch]
+    outcomes, _ = simulate_keys({k: (f.workload, t) for k, f in zip(keys, batch, strict=True)},
+                                ex, store, progress)
+    for k, f in zip(keys, batch, strict=True):
+        f.outcome = {**json.loads(outcomes[k]), "config_key": k}
+
+
+def _ranked(fits: list[Fit]) -> list[Fit]:
+    done = [f for f in fits if f.outcome is not None and f.outcome["status"] == "ok"
+            and f.outcome["fits_in_memory"]]
+    return sorted(done, key=lambda f: (-f.outcome["tokens_per_s"], f.order))
+
+
+def _branch_and_bound(fits: list[Fit], forced: list[Fit], top: int, cap: int, t, ex, store,
+                      progress: Progress | None) -> tuple[int, int]:
+    """Simulate in bound order until no plan left can enter the top.
+
+    Returns (pruned by the bound, left unsimulated by the cap although they could
+    have entered the top).
+    """
+    _simulate(forced[:cap], t, ex, store, progress)
+    order = sorted(fits, key=lambda f: (f.bound_s, f.order))
+    batch_size = max(8, 2 * ex.workers)
+    pos, simulated = 0, sum(f.outcome is not None for f in fits)
+    while pos < len(order) and simulated < cap:
+        ranked = _ranked(fits)
+        kth = ranked[top - 1].outcome["step_time_s"] if len(ranked) >= top else float("inf")
+        batch: list[Fit] = []
+        while pos < len(order) and len(batch) < min(batch_size, cap - simulated):
+            if order[pos].bound_s > kth:
+                break
+            if order[pos].outcome is None:
+                batch.append(order[pos])
+            pos += 1
+        if not batch:
+            break
+        _simulate(batch, t, ex, store, progress)
+        simulated += len(batch)
+    left = [f for f in order[pos:] if f.outcome is None]
+    ranked = _ranked(fits)
+    kth = ranked[top - 1].outcome["step_time_s"] if len(ranked) >= top else float("inf")
+    capped = sum(f.bound_s <= kth for f in left)
+    return len(left) - capped, capped
+
+
+def _row(rank: int, f: Fit) -> dict[str, Any]:
+    s, o = f.shape, f.outcome
+    row: dict[str, Any] = {"rank": rank, "plan": s.label(), "tp": s.tp, "pp": s.pp, "vp": s.vp,
+                           "cp": s.cp, "ep": s.ep, "dp": s.dp, "mbs": s.mbs,
+                           "recompute": f.recompute, "sp": s.sp,
+                           "schedule": o["plan.schedule"]}
+    for k in ("tokens_per_s", "step_time_s", "mfu", "model_tflops_per_gpu", "bubble_fraction",
+              "memory_per_gpu_GB"):
+        row[k] = o[k]
+    row.update({k: v for k, v in o.items() if k.startswith("breakdown_s.")})
+    row["bound_s"] = f.bound_s
+    row["config_key"] = o["config_key"]
+    return row
+
+
+def baseline_shapes(w: Workload, t: TopologyConfig, gpus: int) -> dict[str, Shape]:
+    """Pure DP and pure TP on ``gpus`` GPUs (see the module docstring)."""
+    m = w.model
+    tps = [d for d in divisors(gpus) if d <= t.tiers[0].size and not
+           (m.num_attention_heads % d or m.groups % d or m.ffn % d)]
+    tp = max(tps)
+    return {"pure DP": Shape(1, 1, 1, 1, 1, gpus, 1, False),
+            "pure TP": Shape(tp, 1, 1, 1, 1, gpus // tp, 1, tp > 1)}
+
+
+def _baselines(named: dict[str, Shape], by_shape: dict[Shape, Fit], failed: dict[Shape, str],
+               base: dict, t: TopologyConfig, ranked: list[Fit]) -> list[dict[str, Any]]:
+    out = []
+    for name, shape in named.items():
+        entry: dict[str, Any] = {"name": name, "plan": shape.label()}
+        f = by_shape.get(shape)
+        if f is not None and f.outcome is not None and f.outcome["status"] == "ok":
+            entry.update(status="ok", recompute=f.recompute, **{
+                k: f.outcome[k] for k in ("tokens_per_s", "step_time_s", "mfu",
+                                          "memory_per_gpu_GB")})
+            entry["rank"] = next((i + 1 for i, g in enumerate(ranked) if g is f), None)
+            if ranked and ranked[0] is not f:
+                entry["why_best_wins"] = why(_row(1, ranked[0]), _row(0, f), name)
+        else:
+            entry.update(status="not run", reason=failed.get(shape) or _reason(shape, base, t))
+        out.append(entry)
+    return out
+
+
+def _reason(shape: Shape, base: dict, t: TopologyConfig) -> str:
+    try:
+        check_plan(validate_model(Workload, apply_overrides(base, shape.overrides()), {}, ""), t)
+    except ConfigError as exc:
+        return exc.message()
+    return "not simulated"
+
+
+def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
+                 overrides: dict | None = None, topology_overrides: dict | None = None,
+                 micro_batch_sizes: tuple[int, ...] = (1, 2, 4, 8), max_context: int = 16,
+                 max_simulations: int = 2000, executor: Executor | None = None,
+                 store: ResultStore | None = None, progress: bool | None = False
+                 ) -> SearchResult:
+    """Rank every plan of ``workload`` on ``gpus`` GPUs of ``topology`` (module docstring)."""
+    if isinstance(workload, Workload):
+        workload = workload.model_dump()
+    data, lines, source = Documents().get(workload, "workloads")
+    base = apply_overrides(data, {k.replace("__", "."): v for k, v in (overrides or {}).items()})
+    w = validate_model(Workload, base, lines, source)
+    t = load_topology(topology, topology_overrides)
+    if top < 1:
+        raise ConfigError("--top", top, "must be at least 1")
+    if gpus < 1 or gpus > t.max_gpus:
+        raise ConfigError("--gpus", gpus, f"must be between 1 and the topology's {t.max_gpus}")
+    found = shapes(w, t, gpus, tuple(micro_batch_sizes), max_context)
+    if len(found) > MAX_SHAPES:
+        raise ConfigError("--gpus", gpus, f"gives {len(found)} plan shapes, over the cap of "
+                          f"{MAX_SHAPES}; narrow --micro-batch-sizes or --max-context")
+    valid, reasons = resolve_shapes(base, t, found)
+    counts = {"plans": 3 * len(found), "invalid": 3 * sum(reasons.values()), "over_memory": 0,
+              "recompute_dominated": 0, "pruned_by_bound": 0, "not_simulated_cap": 0,
+              "simulated": 0}
+    ex = executor or Executor()
+    with Progress(len(valid), "memory+bound", enabled=progress) as bar:
+        fits, failed = _fit_phase(valid, t, ex, counts, bar)
+    by_shape = {f.shape: f for f in fits}
+    named = baseline_shapes(w, t, gpus)
+    forced = [by_shape[s] for s in named.values() if s in by_shape]
+    with Progress(min(len(fits), max_simulations), "simulating", enabled=progress) as bar:
+        pruned, capped = _branch_and_bound(fits, forced, top, max_simulations, t, ex, store,
+                                           bar)
+        bar.total = bar.done
+    counts["pruned_by_bound"], counts["not_simulated_cap"] = pruned, capped
+    counts["simulated"] = sum(f.outcome is not None for f in fits)
+    ranked = _ranked(fits)
+    rows = [_row(i + 1, f) for i, f in enumerate(ranked[:top])]
+    for i, row in enumerate(rows):
+        nxt = ranked[i + 1] if i + 1 < len(ranked) else None
+        row["why"] = why(row, _row(i + 2, nxt), f"#{i + 2}") if nxt is not None else ""
+    return SearchResult(workload=w.model.name, topology=t.name, gpus=gpus,
+                        global_batch_size=w.training.global_batch_size,
+                        plans=pd.DataFrame(rows),
+                        baselines=_baselines(named, by_shape, failed, base, t, ranked),
+                        counts=counts, exhaustive=capped == 0)

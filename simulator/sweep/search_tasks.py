@@ -1,0 +1,73 @@
+"""Worker side of the plan search: memory fit, then a lower bound on the step time.
+
+For one shape (a plan without recompute) :func:`fit_and_bound` tries
+recompute ``none``, ``selective``, ``full`` in that order with the memory
+model (:func:`~simulator.memory.estimate_memory`, about half a millisecond)
+and keeps the first that fits: more recompute only adds work, so a lighter
+setting that fits dominates the heavier ones. For that plan it costs the
+phases (:func:`~simulator.workload.plan.build_plan`, a few milliseconds, no
+event simulation) and returns :func:`step_lower_bound`.
+
+The bound follows the engine's dependencies (see :mod:`simulator.engine`):
+each stage's compute stream is serial, so on stage ``s``
+
+* its first forward cannot start before stages ``0..s-1`` ran that same
+  forward (the activation travels down the pipeline): ``head_s``;
+* after its last backward, stages ``s-1..0`` must each run that micro-batch's
+  backward in turn before stage 0 can reach its optimizer: ``tail_s``;
+
+so the step takes at least ``head_s + busy_s + max(opt_s, tail_s + opt_0)``
+where ``busy_s`` sums all of the stage's phases. Transfers, DP sync and
+parameter all-gathers only add to it. With equal stages this is exactly the
+(interleaved) 1F1B step time without communication, so the bound is tight and
+lets the search skip any plan whose bound exceeds the K-th best simulated step.
+"""
+
+from __future__ import annotations
+
+from ..config import TopologyConfig, Workload
+from ..engine import EngineInput
+from ..errors import ConfigError
+from ..hardware import Topology
+from ..memory import estimate_memory
+from ..workload.plan import build_plan
+from .candidates import RECOMPUTE, with_recompute
+
+
+def step_lower_bound(inp: EngineInput) -> float:
+    """Seconds the simulated step cannot beat (see the module docstring)."""
+    fwd, bwd, opt = inp.fwd, inp.bwd, inp.optimizer
+    busy = fwd.sum(axis=(1, 2)) + bwd.sum(axis=(1, 2))
+    best = 0.0
+    for s, steps in enumerate(inp.schedule):
+        first, last = steps[0], steps[-1]
+        head = sum(float(fwd[q, first.chunk, first.mb]) for q in range(s)) \
+            if first.phase == "F" else 0.0
+        own = head + float(busy[s])
+        best = max(best, own + float(opt[s]))
+        if s > 0 and last.phase == "B":
+            tail = sum(float(bwd[q, last.chunk, last.mb]) for q in range(s))
+            best = max(best, own + tail + float(opt[0]))
+    return best
+
+
+def fit_and_bound(item: tuple[Workload, TopologyConfig]
+                  ) -> tuple[str | None, tuple[float, ...], float, str | None]:
+    """(lightest recompute that fits or None, GB per recompute tried, bound s, error).
+
+    The error is a ConfigError message raised while costing (the plan is then
+    invalid), else None.
+    """
+    w, t = item
+    topo = Topology.from_config(t)
+    tried: list[float] = []
+    try:
+        for rc in RECOMPUTE:
+            wr = with_recompute(w, rc)
+            mem = estimate_memory(wr, topo)
+            tried.append(mem.memory_per_gpu_GB)
+            if mem.fits:
+                return rc, tuple(tried), step_lower_bound(build_plan(wr, topo).engine_input), None
+    except ConfigError as exc:
+        return None, tuple(tried), float("inf"), exc.message()
+    return None, tuple(tried), float("inf"), None
