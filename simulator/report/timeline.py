@@ -1,0 +1,161 @@
+"""Pipeline timeline: a Gantt chart of one simulated training step, one row per stage.
+
+Each pipeline stage gets a thick *compute* lane, showing the forward (blue)
+and backward (green) phase of every micro-batch in the order the schedule runs
+them, and a thin *communication* lane underneath with the point-to-point
+activation / gradient sends (red), the data-parallel gradient buckets (green)
+and the parameter all-gather of the distributed optimizer (pink). The
+optimizer step sits on the compute lane in grey. White space on the compute
+lane is idle time: the pipeline bubble, or waiting for a transfer.
+
+Drawn this way the schedules look as the papers draw them: GPipe's two
+triangles of forwards then backwards (Huang et al. 2019, Fig. 2), 1F1B's
+warm-up, steady one-forward-one-backward and drain (Narayanan et al. 2021,
+Fig. 3), and the interleaved schedule's chunks (Fig. 4), here shaded lighter
+for later model chunks. Micro-batches are numbered from 1, as in the papers.
+With recomputation, the part of each backward spent re-running the forward is
+hatched (its share of the phase's compute time, drawn at the phase start).
+
+Input: the :class:`~simulator.workload.plan.Plan` and the engine's
+:class:`~simulator.engine.EngineResult` with records kept, i.e.
+``simulate_resolved(w, t, keep_records=True)``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+from matplotlib.colors import to_rgb
+from matplotlib.patches import Patch
+
+from .figures import COLORS, new_figure, run_title, time_unit, wrap_title
+
+LANE = {"compute": (-0.42, 0.52), "comm": (0.14, 0.24)}  # (offset from row, height)
+COMM_COLORS = {"pp": COLORS["pp"], "grad_sync": COLORS["dp"],
+               "param_gather": COLORS["param_gather"]}
+
+
+def chunk_color(base: str, chunk: int, chunks: int) -> tuple[float, float, float]:
+    """``base`` for chunk 0, mixed towards white for later chunks (interleaved)."""
+    if chunks <= 1:
+        return to_rgb(base)
+    f = 0.55 * chunk / (chunks - 1)
+    return tuple(c + (1.0 - c) * f for c in to_rgb(base))  # type: ignore[return-value]
+
+
+def recompute_share(plan: Any, stage: int, chunk: int) -> float:
+    """Fraction of a backward phase's compute time spent recomputing the forward."""
+    ph = plan.phases.get(("B", stage, chunk))
+    if ph is None:
+        return 0.0
+    comp = [o for o in ph.ops if o.stream == "compute"]
+    total = sum(o.duration for o in comp)
+    redo = sum(o.duration for o in comp if o.name.endswith("_recompute"))
+    return redo / total if total > 0 else 0.0
+
+
+def timeline_figure(plan: Any, engine: Any, result: Any = None, title: str | None = None,
+                    width: float = 13.0):
+    """Gantt chart of ``engine.records``; returns the matplotlib figure."""
+    recs = engine.records
+    if not recs:
+        raise ValueError("engine result has no records: simulate with keep_records=True")
+    stages = len(plan.engine_input.schedule)
+    chunks = plan.engine_input.fwd.shape[1]
+    end = max(engine.step_time, max(r.end for r in recs))
+    scale, unit = time_unit(end)
+    fig, ax = new_figure(width, 1.4 + 0.55 * stages + (0.5 if result is not None else 0))
+    bars: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    for r in recs:
+        bars[_key(r)].append((r.start * scale, (r.end - r.start) * scale))
+    for key, spans in bars.items():
+        _draw(ax, key, spans, chunks)
+    recompute = _draw_recompute(ax, plan, recs, scale)
+    _label_microbatches(ax, recs, scale, end * scale, width)
+    ax.axvline(engine.step_time * scale, color="black", lw=0.8, ls="--")
+    ax.set_xlim(0, end * scale * 1.01)
+    ax.set_ylim(stages - 0.5, -0.6)
+    ax.set_yticks(np.arange(stages) - 0.16, [f"stage {s}" for s in range(stages)],
+                  fontsize=8 if stages > 8 else 9)
+    ax.set_xlabel(f"time since the start of the step ({unit}); dashed line: step end")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    ax.legend(handles=_legend(chunks, recompute), loc="upper left",
+              bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
+    if title is None and result is not None:
+        title = (run_title(result, "Pipeline timeline")
+                 + f", bubble {result.bubble_fraction * 100:.1f}% of "
+                   f"{result.step_time_s * scale:.4g} {unit}")
+    if title:
+        ax.set_title(wrap_title(title, width - 2.0), fontsize=10)
+    return fig
+
+
+def _key(r: Any) -> tuple:
+    if r.stream == "compute":
+        return ("compute", r.stage, r.name, r.chunk)
+    if r.stream == "optimizer":
+        return ("compute", r.stage, "optimizer", 0)
+    return ("comm", r.stage, "pp" if r.stream == "pp" else r.name, 0)
+
+
+def _draw(ax: Any, key: tuple, spans: list[tuple[float, float]], chunks: int) -> None:
+    lane, stage, what, chunk = key
+    off, h = LANE[lane]
+    if lane == "comm":
+        color = COMM_COLORS.get(what, COLORS["dp"])
+    elif what == "optimizer":
+        color = to_rgb(COLORS["optimizer"])
+    else:
+        base = COLORS["forward"] if what == "F" else COLORS["backward"]
+        color = chunk_color(base, chunk, chunks)
+    ax.broken_barh(spans, (stage + off, h), facecolors=color, edgecolor="white",
+                   linewidth=0.3 if lane == "compute" else 0.0)
+
+
+def _draw_recompute(ax: Any, plan: Any, recs: list, scale: float) -> bool:
+    spans: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    share: dict[tuple[int, int], float] = {}
+    for r in recs:
+        if r.stream != "compute" or r.name != "B":
+            continue
+        f = share.setdefault((r.stage, r.chunk), recompute_share(plan, r.stage, r.chunk))
+        if f > 0:
+            spans[r.stage].append((r.start * scale, (r.end - r.start) * f * scale))
+    off, h = LANE["compute"]
+    for stage, sp in spans.items():
+        ax.broken_barh(sp, (stage + off, h), facecolors="none", hatch="////",
+                       edgecolor=COLORS["recompute"], linewidth=0.0)
+    return bool(spans)
+
+
+def _label_microbatches(ax: Any, recs: list, scale: float, span: float, width: float) -> None:
+    """Micro-batch number in each phase bar that is wide enough to hold it."""
+    points_per_unit = width * 72 * 0.8 / span
+    off, h = LANE["compute"]
+    for r in recs:
+        if r.stream != "compute":
+            continue
+        text = str(r.mb + 1)
+        if (r.end - r.start) * scale * points_per_unit < 5.5 * len(text) + 2:
+            continue
+        ax.text((r.start + r.end) / 2 * scale, r.stage + off + h / 2, text, ha="center",
+                va="center", fontsize=6.5, color="white")
+
+
+def _legend(chunks: int, recompute: bool) -> list[Patch]:
+    items = [Patch(color=COLORS["forward"], label="forward"),
+             Patch(color=COLORS["backward"], label="backward")]
+    if chunks > 1:
+        items.append(Patch(color=chunk_color(COLORS["forward"], chunks - 1, chunks),
+                           label=f"lighter: later chunk (of {chunks})"))
+    if recompute:
+        items.append(Patch(facecolor="none", edgecolor=COLORS["recompute"], hatch="////",
+                           label="recompute share"))
+    items += [Patch(color=COLORS["optimizer"], label="optimizer step"),
+              Patch(color=COLORS["pp"], label="PP send (thin lane)"),
+              Patch(color=COLORS["dp"], label="DP grad sync"),
+              Patch(color=COLORS["param_gather"], label="param all-gather")]
+    return items
