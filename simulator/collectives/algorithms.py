@@ -161,5 +161,7 @@ def send_recv_time(nbytes: float, place: Placement, topo: Topology) -> float:
     One GPU's own link (one NIC across nodes, no aggregation), Hockney model.
     """
     tiers = topo.tiers[: place.span + 1] if place.span > 0 else topo.tiers[:1]
-    bw = min(tier_bandwidth(t, nbytes) for t in (tiers[1:] or tiers))
+    # No size curve: a single transfer has no ring pipeline to fill; the alpha term
+    # carries the fixed cost (Hockney 1994).
+    bw = min(t.achievable for t in (tiers[1:] or tiers))
     return span_latency(place, topo) + nbytes / bw
