@@ -67,7 +67,8 @@ def counts_line(r: SearchResult) -> str:
     return (f"{c['plans']} plans: {c['invalid']} invalid, {c['over_memory']} over memory, "
             f"{c['recompute_dominated']} dominated by lighter recompute, "
             f"{c['pruned_by_bound']} pruned by the step-time bound, "
-            f"{c['not_simulated_cap']} left by the simulation cap, {c['simulated']} simulated"
+            f"{c['not_simulated_cap']} left by the simulation cap, {c['simulated']} simulated "
+            f"in {r.elapsed_s:.1f} s"
             + ("" if r.exhaustive else " (cap reached: ranking not exhaustive)"))
 
 
@@ -77,16 +78,16 @@ def format_table(r: SearchResult) -> str:
     if r.plans.empty:
         lines.append("no plan fits in memory")
     else:
-        lines.append(f"{'#':>3}  {'plan':<28} {'recompute':<9} {'tokens/s':>10} {'MFU':>6} "
+        lines.append(f"{'#':>3}  {'plan':<30} {'recompute':<9} {'tokens/s':>10} {'MFU':>6} "
                      f"{'mem GB':>7} {'bubble':>7}  why")
         for row in r.plans.to_dict("records"):
-            lines.append(f"{row['rank']:>3}  {row['plan']:<28} {row['recompute']:<9} "
+            lines.append(f"{row['rank']:>3}  {row['plan']:<30} {row['recompute']:<9} "
                          f"{row['tokens_per_s']:>10.4g} {row['mfu'] * 100:>5.1f}% "
                          f"{row['memory_per_gpu_GB']:>7.1f} "
                          f"{row['bubble_fraction'] * 100:>6.1f}%  {row['why']}")
     lines += ["", "baselines:"]
     for b in r.baselines:
-        head = f"  {b['name']:<8} {b['plan']:<24}"
+        head = f"  {b['name']:<8} {b['plan']:<26}"
         if b["status"] == "ok":
             tail = f"{b['recompute']:<9} {b['tokens_per_s']:>10.4g} tokens/s"
             if "why_best_wins" in b:

@@ -39,6 +39,7 @@ class Progress:
         self.done = 0
         self.skipped = 0
         self._drawn = -1.0
+        self._drawn_done = -1
 
     def skip(self, n: int) -> None:
         """Items finished before we started (taken from the store)."""
@@ -71,13 +72,14 @@ class Progress:
         now = self.clock()
         if not force and now - self._drawn < 0.1:
             return
-        self._drawn = now
+        self._drawn, self._drawn_done = now, self.done
         self.stream.write("\r" + self.render() + "\x1b[K")
         self.stream.flush()
 
     def close(self) -> None:
         if self.enabled and self._drawn >= 0:
-            self._draw(force=True)
+            if self._drawn_done != self.done:
+                self._draw(force=True)
             self.stream.write("\n")
             self.stream.flush()
 

@@ -28,6 +28,7 @@ lightest recompute that fits.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,11 +76,12 @@ class SearchResult:
     baselines: list[dict[str, Any]]
     counts: dict[str, int] = field(default_factory=dict)
     exhaustive: bool = True
+    elapsed_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"workload": self.workload, "topology": self.topology, "gpus": self.gpus,
                 "global_batch_size": self.global_batch_size, "counts": self.counts,
-                "exhaustive": self.exhaustive,
+                "exhaustive": self.exhaustive, "elapsed_s": self.elapsed_s,
                 "plans": self.plans.to_dict("records"),
                 "baselines": self.baselines}
 
@@ -218,6 +220,7 @@ def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
                  store: ResultStore | None = None, progress: bool | None = False
                  ) -> SearchResult:
     """Rank every plan of ``workload`` on ``gpus`` GPUs of ``topology`` (module docstring)."""
+    start = time.monotonic()
     if isinstance(workload, Workload):
         workload = workload.model_dump()
     data, lines, source = Documents().get(workload, "workloads")
@@ -257,4 +260,5 @@ def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
                         global_batch_size=w.training.global_batch_size,
                         plans=pd.DataFrame(rows),
                         baselines=_baselines(named, by_shape, failed, base, t, ranked),
-                        counts=counts, exhaustive=capped == 0)
+                        counts=counts, exhaustive=capped == 0,
+                        elapsed_s=time.monotonic() - start)

@@ -1,0 +1,143 @@
+"""Sweep throughput: configurations simulated per second per core, and a plan search.
+
+    python benchmarks/bench_sweep.py                 # everything, all cores
+    python benchmarks/bench_sweep.py --no-search     # skip the 70B plan search
+    python benchmarks/bench_sweep.py --profile       # + where one dense config's time goes
+
+Workloads:
+
+* dense: Llama 3 70B on 1,024 GPUs of dgx-h100, global batch 1,024 sequences,
+  TP {2,4,8} x PP {4,8,16} x (1F1B | interleaved VP 2 | VP 5) x MBS {1,2}
+  = 54 configurations (``num_gpus`` fixes DP = 1024 / (TP*PP));
+* MoE: Mixtral 8x7B on 256 GPUs of dgx-h100, TP {1,2} x EP {4,8} x PP {1,2,4}
+  = 12 configurations;
+* search: ``clustersim search llama3-70b --gpus 1024`` (about 10^4 plans).
+
+"Per worker" divides the wall-clock rate by the worker processes; "per
+CPU-second" divides the configurations by the CPU time this process and its
+workers used, which stays meaningful on a shared, loaded machine. Prints a Markdown section for
+reports/benchmarks_sweep.md. A benchmark, not a test: nothing here asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import time
+
+from simulator.engine import run_engine
+from simulator.hardware import Topology
+from simulator.memory import estimate_memory
+from simulator.metrics import summarize
+from simulator.sweep import search, sweep
+from simulator.workload.plan import build_plan
+
+DENSE = dict(workload="llama3-70b", topology="dgx-h100",
+             axes={"parallelism.tensor": [2, 4, 8], "parallelism.pipeline": [4, 8, 16],
+                   "training.micro_batch_size": [1, 2], "num_gpus": [1024]},
+             zip_axes={"parallelism.pipeline_schedule": ["1f1b", "interleaved", "interleaved"],
+                       "parallelism.virtual_pipeline": [None, 2, 5]},
+             overrides={"training.global_batch_size": 1024})
+MOE = dict(workload="mixtral-8x7b", topology="dgx-h100",
+           axes={"parallelism.tensor": [1, 2], "parallelism.expert": [4, 8],
+                 "parallelism.pipeline": [1, 2, 4], "num_gpus": [256]},
+           overrides={"training.global_batch_size": 512})
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its reaped children (the pool's workers)."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + kids.ru_utime + kids.ru_stime
+
+
+def _rates(name: str, case: dict, workers: int) -> list[str]:
+    rows = []
+    for executor, n in (("serial", 1), ("local", workers)):
+        wall0, cpu0 = time.perf_counter(), _cpu()
+        df = sweep(**case, executor=executor, workers=n, progress=False)
+        wall, cpu = time.perf_counter() - wall0, _cpu() - cpu0
+        total, ok = len(df), int((df.status == "ok").sum())
+        rows.append(f"| {name} | {executor} | {n} | {total} ({ok} ok) | {wall:.1f} s "
+                    f"| {total / wall:.2f} | {total / wall / n:.2f} | {total / cpu:.2f} |")
+    return rows
+
+
+def _profile_dense() -> list[str]:
+    """Where the dense sweep's time goes, stage by stage (serial, as the sweep resolves)."""
+    parts = {"resolve": 0.0, "build_plan": 0.0, "run_engine": 0.0, "memory+summarize": 0.0}
+    engine: list[tuple[float, int, str]] = []
+    from simulator.sweep.resolve import Documents, resolve_point
+    from simulator.sweep.spec import expand, make_spec
+
+    spec = make_spec(DENSE["workload"], DENSE["topology"], DENSE["axes"], DENSE["zip_axes"],
+                     DENSE["overrides"])
+    docs = Documents()
+    for p in expand(spec):
+        t0 = time.perf_counter()
+        r = resolve_point(p, docs)
+        w, t = r.workload, r.topology
+        topo = Topology.from_config(t)
+        t1 = time.perf_counter()
+        plan = build_plan(w, topo)
+        t2 = time.perf_counter()
+        run = run_engine(plan.engine_input)
+        t3 = time.perf_counter()
+        summarize(plan, run, estimate_memory(w, topo, plan.partition))
+        t4 = time.perf_counter()
+        for key, dt in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+            parts[key] += dt
+        par = w.parallelism
+        engine.append((t3 - t2, run.events, f"TP{par.tensor} PP{par.pipeline} VP{par.vp} "
+                                            f"MBS{w.training.micro_batch_size}"))
+    total = sum(parts.values())
+    rows = [f"| {k} | {v:.2f} s | {v / total * 100:.0f} % |" for k, v in parts.items()]
+    engine.sort(reverse=True)
+    top = engine[: max(1, len(engine) // 10)]
+    share = sum(e[0] for e in top) / parts["run_engine"] * 100
+    rows.append(f"\nThe slowest tenth of the configurations ({len(top)}, led by {top[0][2]}: "
+                f"{top[0][0] * 1e3:.0f} ms, {top[0][1]} engine records) take {share:.0f} % of "
+                f"the engine time; the median configuration takes "
+                f"{engine[len(engine) // 2][0] * 1e3:.0f} ms in the engine.")
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--no-moe", action="store_true")
+    ap.add_argument("--no-search", action="store_true")
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    print(f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}; load average "
+          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at start\n")
+    print("| sweep | executor | workers | configurations | wall | configs/s | per worker "
+          "| per CPU-second |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in _rates("dense 70B, 1,024 GPUs", DENSE, args.workers):
+        print(row)
+    if not args.no_moe:
+        for row in _rates("Mixtral 8x7B, 256 GPUs", MOE, args.workers):
+            print(row)
+    if args.profile:
+        print("\n| dense: stage | time | share |\n|---|---|---|")
+        for row in _profile_dense():
+            print(row)
+    if not args.no_search:
+        start = time.perf_counter()
+        res = search("llama3-70b", "dgx-h100", 1024, 10, workers=args.workers,
+                     overrides={"training.global_batch_size": 1024})
+        elapsed = time.perf_counter() - start
+        c = res.counts
+        print(f"\nsearch llama3-70b on 1,024 GPUs: {c['plans']} plans, {c['invalid']} invalid, "
+              f"{c['over_memory']} over memory, {c['recompute_dominated']} recompute-dominated, "
+              f"{c['pruned_by_bound']} pruned by bound, {c['simulated']} simulated, "
+              f"{elapsed:.0f} s wall on {args.workers} workers; best "
+              f"{res.plans.plan[0]} ({res.plans.recompute[0]}), "
+              f"{res.plans.tokens_per_s[0]:.4g} tokens/s")
+
+
+if __name__ == "__main__":
+    main()
