@@ -20,6 +20,8 @@ COMMANDS = [
     "simulator.cli.collective",
     "simulator.cli.moe_balance",
     "simulator.cli.memory",
+    "simulator.cli.sweep",
+    "simulator.cli.search",
 ]
 
 
