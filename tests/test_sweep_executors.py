@@ -94,3 +94,24 @@ def test_killed_sweep_resumes_with_one_row_per_configuration(tmp_path, capsys):
     assert resumed.read_bytes() == fresh.read_bytes()
     table = pd.read_csv(resumed)
     assert len(table) == N and table.config_key.is_unique and (table.status == "ok").all()
+
+
+def test_local_processes_start_safely_beside_other_threads():
+    """With another thread alive, workers come from a forkserver, never a bare fork."""
+    import threading
+
+    from simulator.sweep.executors import _context
+
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        assert _context().get_start_method() == "forkserver"
+        local = sweep("tiny", "dgx-h100", axes={"parallelism.tensor": [1, 2, 4]},
+                      executor="local", workers=2)
+    finally:
+        release.set()
+        other.join()
+    serial = sweep("tiny", "dgx-h100", axes={"parallelism.tensor": [1, 2, 4]},
+                   executor="serial")
+    pd.testing.assert_frame_equal(local, serial)
