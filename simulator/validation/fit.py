@@ -1,0 +1,111 @@
+"""Joint calibration of one GPU's efficiency constants against the training cases.
+
+The constants of a topology's ``gpu:`` block (large-GEMM efficiency, the GEMM shape
+half-dimension, fused-attention efficiency, ...) are fitted *jointly* on every training
+(non-held-out) case that runs on that topology, never per case. The objective is the mean
+squared log error, ``mean(log(pred/measured)^2)``, with each category weighted equally so
+that a category with many rows does not drown one with few. Each constant is bounded to its
+physically plausible range; the search is a deterministic coordinate descent (golden-section
+on each constant in turn, a few sweeps), so re-running it gives the same numbers.
+
+Usage (slow on big pipelines, minutes): ``python -m simulator.validation.fit dgx-h100``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+from .cases import Case, load_cases
+from .predict import predict
+
+GOLDEN = (math.sqrt(5) - 1) / 2
+# Plausible ranges (see topologies/*.yaml sources and validation/README.md).
+BOUNDS = {
+    "gpu.gemm_efficiency": (0.55, 0.90),
+    "gpu.gemm_half_dim": (32.0, 512.0),
+    "gpu.attention_efficiency": (0.30, 0.70),
+    "gpu.memory_bandwidth_efficiency": (0.60, 0.95),
+    "gpu.kernel_overhead_us": (1.0, 10.0),
+}
+FIT_CATEGORIES = ("dense_step_time", "layer_time")
+
+
+def training_cases(topology: str, cases: list[Case] | None = None) -> list[Case]:
+    cases = load_cases(categories=list(FIT_CATEGORIES)) if cases is None else cases
+    return [c for c in cases if c.topology == topology and not c.holdout
+            and c.category in FIT_CATEGORIES]
+
+
+def objective(cases: list[Case], overrides: dict[str, float]) -> float:
+    """Category-balanced mean squared log error of the predictions (dimensionless)."""
+    per_cat: dict[str, list[float]] = {}
+    for c in cases:
+        err = math.log(predict(c, overrides) / c.measured)
+        per_cat.setdefault(c.category, []).append(err * err)
+    return sum(sum(v) / len(v) for v in per_cat.values()) / len(per_cat)
+
+
+def _golden(f: Callable[[float], float], lo: float, hi: float, iters: int) -> float:
+    a, b = lo, hi
+    x1, x2 = b - GOLDEN * (b - a), a + GOLDEN * (b - a)
+    f1, f2 = f(x1), f(x2)
+    for _ in range(iters):
+        if f1 <= f2:
+            b, x2, f2 = x2, x1, f1
+            x1 = b - GOLDEN * (b - a)
+            f1 = f(x1)
+        else:
+            a, x1, f1 = x1, x2, f2
+            x2 = a + GOLDEN * (b - a)
+            f2 = f(x2)
+    return (a + b) / 2
+
+
+def fit(cases: list[Case], start: dict[str, float], params: list[str], sweeps: int = 2,
+        iters: int = 8, log: Callable[[str], None] = print) -> dict[str, float]:
+    """Coordinate descent over ``params`` (keys of :data:`BOUNDS`) from ``start``."""
+    cur = dict(start)
+    for sweep in range(sweeps):
+        for name in params:
+            lo, hi = BOUNDS[name]
+
+            def f(x: float, name: str = name) -> float:
+                return objective(cases, {**cur, name: x})
+
+            cur[name] = round(_golden(f, lo, hi, iters), 3)
+            log(f"sweep {sweep + 1} {name} = {cur[name]}  "
+                f"objective {objective(cases, cur):.5f}")
+    return cur
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..config import load_topology
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("topology")
+    ap.add_argument("--params", nargs="+", default=["gpu.gemm_efficiency",
+                                                     "gpu.gemm_half_dim",
+                                                     "gpu.attention_efficiency"])
+    ap.add_argument("--sweeps", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=8)
+    ap.add_argument("--bound", action="append", default=[], metavar="NAME=LO:HI",
+                    help="narrow a constant's range, e.g. gpu.gemm_efficiency=0.6:0.8")
+    args = ap.parse_args(argv)
+    for item in args.bound:
+        name, rng = item.split("=", 1)
+        lo, hi = (float(x) for x in rng.split(":"))
+        BOUNDS[name] = (lo, hi)
+    gpu = load_topology(args.topology).gpu
+    start = {p: float(getattr(gpu, p.split(".", 1)[1])) for p in args.params}
+    cases = training_cases(args.topology)
+    print(f"{len(cases)} training cases on {args.topology}; start {start} "
+          f"objective {objective(cases, start):.5f}")
+    best = fit(cases, start, args.params, args.sweeps, args.iters)
+    print("fitted:", best)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

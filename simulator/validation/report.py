@@ -1,0 +1,187 @@
+"""Run the cases, summarise the error per category, write ``reports/validation.md``.
+
+Error is signed, ``predicted / measured - 1`` (negative: the simulator is too fast for a
+time, too slow for a bandwidth). Summaries use its absolute value: median and maximum per
+category, over all cases and separately over the training and held-out cases. The bars the
+tests enforce (:data:`BARS`) are printed beside each summary. Files are written atomically
+(temporary file in the same folder, then :func:`os.replace`).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import load_topology
+from .cases import CATEGORIES, Case
+from .predict import predict
+
+# Accuracy bars (absolute relative error) per category; None = not gated.
+BARS: dict[str, dict[str, float]] = {
+    "dense_step_time": {"median": 0.10, "max": 0.25},
+    "collective_busbw": {"max": 0.15},
+    "layer_time": {"max": 0.15},
+}
+TITLES = {"dense_step_time": "Dense training step time", "collective_busbw":
+          "NCCL collective bus bandwidth", "layer_time": "Per-layer time (one layer, "
+          "forward / backward)", "ep_alltoall": "MoE all-to-all bandwidth (reported, not gated)"}
+GPU_FIELDS = ("gemm_efficiency", "gemm_half_dim", "attention_efficiency",
+              "memory_bandwidth_efficiency", "kernel_overhead_us")
+
+
+@dataclass(frozen=True)
+class Row:
+    """A case and the simulator's prediction for it (same unit as ``case.measured``)."""
+
+    case: Case
+    predicted: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.case.measured - 1.0
+
+
+def run_cases(cases: list[Case], topology_overrides: dict[str, Any] | None = None) -> list[Row]:
+    return [Row(c, predict(c, topology_overrides)) for c in cases]
+
+
+def _stats(rows: list[Row]) -> dict[str, float]:
+    errs = [abs(r.error) for r in rows]
+    if not errs:
+        return {"n": 0, "median": float("nan"), "max": float("nan")}
+    return {"n": len(errs), "median": statistics.median(errs), "max": max(errs)}
+
+
+def summarize(rows: list[Row]) -> dict[str, dict[str, dict[str, float]]]:
+    """``{category: {"all" | "train" | "held-out": {"n", "median", "max"}}}``."""
+    out = {}
+    for cat in CATEGORIES:
+        sub = [r for r in rows if r.case.category == cat]
+        if sub:
+            out[cat] = {"all": _stats(sub),
+                        "train": _stats([r for r in sub if not r.case.holdout]),
+                        "held-out": _stats([r for r in sub if r.case.holdout])}
+    return out
+
+
+def check_bars(summary: dict[str, dict[str, dict[str, float]]]) -> list[str]:
+    """One line per bar broken (over all cases of the category); empty when all hold."""
+    broken = []
+    for cat, bars in BARS.items():
+        s = summary.get(cat, {}).get("all")
+        if not s or not s["n"]:
+            continue
+        for stat, limit in bars.items():
+            if s[stat] > limit:
+                broken.append(f"{cat}: {stat} |error| {s[stat]:.1%} > {limit:.0%}")
+    return broken
+
+
+def _fmt(value: float, case: Case) -> str:
+    if case.category == "layer_time":
+        return f"{value * 1e3:.2f} ms"
+    if case.unit == "s":
+        return f"{value:.3f} s"
+    return f"{value:.1f} GB/s"
+
+
+def _summary_table(summary) -> list[str]:
+    lines = ["| category | cases | median abs error | max abs error | train (n, median, max) "
+             "| held-out (n, median, max) | bar |", "|---|---|---|---|---|---|---|"]
+    for cat, s in summary.items():
+        a, t, h = s["all"], s["train"], s["held-out"]
+        bar = ", ".join(f"{k} <= {v:.0%}" for k, v in BARS.get(cat, {}).items()) or "not gated"
+        lines.append(f"| {cat} | {a['n']} | {a['median']:.1%} | {a['max']:.1%} | "
+                     f"{t['n']}, {t['median']:.1%}, {t['max']:.1%} | "
+                     f"{h['n']}, {h['median']:.1%}, {h['max']:.1%} | {bar} |")
+    return lines
+
+
+def _case_table(rows: list[Row]) -> list[str]:
+    lines = ["| case | topology | measured | predicted | error | held out | source |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        c = r.case
+        src = c.source if len(c.source) <= 90 else c.source[:87] + "..."
+        lines.append(f"| {c.id} | {c.topology} | {_fmt(c.measured, c)} | "
+                     f"{_fmt(r.predicted, c)} | {r.error:+.1%} | "
+                     f"{'yes' if c.holdout else ''} | {src} |")
+    return lines
+
+
+def _constants(rows: list[Row]) -> list[str]:
+    topos = sorted({r.case.topology for r in rows})
+    lines = ["| topology | " + " | ".join(GPU_FIELDS) + " |",
+             "|---|" + "---|" * len(GPU_FIELDS)]
+    for name in topos:
+        gpu = load_topology(name).gpu
+        lines.append(f"| {name} | " + " | ".join(f"{getattr(gpu, f):g}" for f in GPU_FIELDS)
+                     + " |")
+    return lines
+
+
+def _largest(rows: list[Row], k: int = 3) -> list[str]:
+    lines = []
+    for cat in BARS:
+        sub = sorted((r for r in rows if r.case.category == cat), key=lambda r: -abs(r.error))
+        for r in sub[:k]:
+            lines.append(f"- {cat}: `{r.case.id}` {r.error:+.1%} (measured "
+                         f"{_fmt(r.case.measured, r.case)}, predicted "
+                         f"{_fmt(r.predicted, r.case)})")
+    return lines
+
+
+def render_markdown(rows: list[Row], figures: list[str] = (), analysis: str = "") -> str:
+    """The whole report as Markdown text (deterministic: no dates, no timings)."""
+    summary = summarize(rows)
+    broken = check_bars(summary)
+    out = ["# Validation against published measurements", "",
+           "Generated by `clustersim validate` from the cases in `validation/` (sources and "
+           "assumptions: `validation/README.md`). Error = predicted / measured - 1. Held-out "
+           "cases (every third case of each category and topology, in file order, chosen "
+           "before any constant was fitted) are marked and summarised separately.", "",
+           "## Summary", "", *_summary_table(summary), "",
+           "Bars: " + ("all hold." if not broken else "BROKEN: " + "; ".join(broken)), ""]
+    if figures:
+        out += ["## Figures", "", *[f"![{Path(f).stem}](figures/{Path(f).name})" for f in
+                                    figures], ""]
+    for cat in CATEGORIES:
+        sub = [r for r in rows if r.case.category == cat]
+        if sub:
+            out += [f"## {TITLES[cat]}", "", *_case_table(sub), ""]
+    held = [r.case.id for r in rows if r.case.holdout]
+    out += ["## Held-out cases", "", ", ".join(f"`{i}`" for i in held) or "none", "",
+            "## GPU constants in use", "", *_constants(rows), "",
+            "## Largest errors per gated category", "", *_largest(rows), ""]
+    if analysis:
+        out += [analysis.strip(), ""]
+    return "\n".join(out)
+
+
+def write_atomic(path: str | Path, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and os.replace."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode) as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_report(rows: list[Row], out: str | Path, figures: list[str] = (),
+                 analysis_file: str | Path | None = None) -> Path:
+    """Render and atomically write the Markdown report; returns its path."""
+    analysis = ""
+    if analysis_file is not None and Path(analysis_file).is_file():
+        analysis = Path(analysis_file).read_text()
+    write_atomic(out, render_markdown(rows, figures, analysis))
+    return Path(out)
