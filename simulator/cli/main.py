@@ -20,8 +20,11 @@ COMMANDS = [
     "simulator.cli.collective",
     "simulator.cli.moe_balance",
     "simulator.cli.memory",
+    "simulator.cli.validate",
     "simulator.cli.sweep",
     "simulator.cli.search",
+    "simulator.cli.plot",
+    "simulator.cli.trace",
 ]
 
 
