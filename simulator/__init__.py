@@ -3,6 +3,7 @@
 from .api import plan, simulate
 from .errors import ConfigError
 from .metrics import Result
+from .sweep import search, sweep
 
-__all__ = ["ConfigError", "Result", "plan", "simulate"]
+__all__ = ["ConfigError", "Result", "plan", "search", "simulate", "sweep"]
 __version__ = "0.1.0"

@@ -13,12 +13,15 @@ Streams per simulated rank and their dependencies:
   for the previous stage's activation, a backward for the next stage's
   gradient (the last stage's last chunk starts its backward from its own
   forward).
-* ``pp``: point-to-point sends, one at a time per sending stage, overlapped
-  with compute; the receiver's dependency fires when the send completes.
-* ``dp``: gradient reduce-scatter / all-reduce buckets. With
-  ``overlap_grad_reduce`` each chunk's buckets are released during the last
-  micro-batch's backward of that chunk (Megatron's bucketed DDP), in layer
-  order back to front; otherwise all at the end.
+* ``pp``: point-to-point sends, one at a time per sending stage (a FIFO link
+  with a "free at" time), overlapped with compute; the receiver's dependency
+  fires when the send completes.
+* ``dp``: gradient reduce-scatter / all-reduce buckets, served one at a time
+  in release order. With ``overlap_grad_reduce`` each chunk's buckets are
+  released evenly over the last micro-batch's backward of that chunk
+  (Megatron's bucketed DDP); otherwise all at the end of the pipeline. Since
+  gradient sync never blocks compute here, this stream is computed after the
+  SimPy replay from the recorded release times (no events of its own).
 * then the optimizer step, then the parameter all-gather (distributed
   optimizer), overlapped with the next step's warm-up forwards when
   ``overlap_param_gather``.

@@ -73,7 +73,8 @@ class _Sim:
         self.env = simpy.Environment()
         self.arrive: dict[tuple, simpy.Event] = {}
         self.sent_at: dict[tuple, float] = {}  # compute end of the producer
-        self.links = [simpy.Resource(self.env, capacity=1) for _ in range(self.p)]
+        self.link_free = [0.0] * self.p
+        self.dp_jobs: list[list[tuple[float, float, int]]] = [[] for _ in range(self.p)]
         self.records: list[Record] = []
         self.stats = [StageStats() for _ in range(self.p)]
 
@@ -101,15 +102,17 @@ class _Sim:
             return ("B", st.mb, st.chunk, s - 1)
         return ("B", st.mb, st.chunk - 1, self.p - 1) if st.chunk > 0 else None
 
-    def send(self, s: int, key: tuple, mb: int, chunk: int, name: str):
-        with self.links[s].request() as req:
-            yield req
-            start = self.env.now
-            yield self.env.timeout(self.inp.p2p[s])
-            self.records.append(Record(s, "pp", name, start, self.env.now, mb, chunk))
-        self.event(key).succeed()
+    def send(self, s: int, key: tuple, mb: int, chunk: int, name: str) -> None:
+        """Start a p2p transfer on stage s's link (one at a time, FIFO); fire ``key`` on arrival."""
+        now = self.env.now
+        start = max(now, self.link_free[s])
+        end = start + float(self.inp.p2p[s])
+        self.link_free[s] = end
+        self.records.append(Record(s, "pp", name, start, end, mb, chunk))
+        arrival = self.event(key)
+        self.env.timeout(end - now).callbacks.append(lambda _ev, a=arrival: a.succeed())
 
-    def stage(self, s: int, dp_store: simpy.Store):
+    def stage(self, s: int):
         env, inp, st_ = self.env, self.inp, self.stats[s]
         last_b = {c: max(st.mb for st in inp.schedule[s] if st.phase == "B" and st.chunk == c)
                   for c in range(self.v)}
@@ -125,7 +128,7 @@ class _Sim:
             dur = float(table[s, st.chunk, st.mb])
             start = env.now
             if st.phase == "B" and st.mb == last_b[st.chunk] and inp.overlap_grad_reduce:
-                self.release(s, st.chunk, start, dur, dp_store)
+                self.release(s, st.chunk, start, dur)
             yield env.timeout(dur)
             self.records.append(Record(s, "compute", st.phase, start, env.now, st.mb, st.chunk))
             st_.busy += dur
@@ -135,57 +138,54 @@ class _Sim:
             out = self.target(s, st)
             if out is not None:
                 self.sent_at[out] = env.now
-                env.process(self.send(s, out, st.mb, st.chunk, "send_" + st.phase))
+                self.send(s, out, st.mb, st.chunk, "send_" + st.phase)
         st_.pipeline_end = env.now
         if not inp.overlap_grad_reduce:
             for c in range(self.v):
-                self.release(s, c, env.now, 0.0, dp_store)
+                self.release(s, c, env.now, 0.0)
 
-    def release(self, s: int, c: int, start: float, dur: float, store: simpy.Store):
+    def release(self, s: int, c: int, start: float, dur: float) -> None:
+        """Queue chunk c's gradient buckets, ready evenly over its last backward."""
         buckets = self.inp.dp_buckets[s][c]
         n = len(buckets)
         for i, t in enumerate(buckets):
-            self.env.process(self._put(store, start + dur * (i + 1) / n - self.env.now,
-                                       (c, t)))
+            self.dp_jobs[s].append((start + dur * (i + 1) / n, t, c))
 
-    def _put(self, store: simpy.Store, delay: float, item):
-        yield self.env.timeout(max(0.0, delay))
-        yield store.put(item)
+    def tail(self, s: int) -> None:
+        """DP stream (FIFO by release time), optimizer, exposed parameter all-gather.
 
-    def dp(self, s: int, store: simpy.Store, stage_proc):
-        env, inp, st_ = self.env, self.inp, self.stats[s]
-        total = sum(len(b) for b in inp.dp_buckets[s])
-        for _ in range(total):
-            c, t = yield store.get()
-            start = env.now
-            yield env.timeout(t)
-            self.records.append(Record(s, "dp", "grad_sync", start, env.now, -1, c))
-        if stage_proc.is_alive:
-            yield stage_proc
-        st_.grads_synced = env.now
-        start = env.now
-        yield env.timeout(float(inp.optimizer[s]))
-        self.records.append(Record(s, "optimizer", "optimizer", start, env.now, -1, -1))
-        st_.optimizer = env.now - start
+        Gradient sync never blocks compute in this model, so the DP stream is
+        served after the replay, in release order, without events of its own.
+        """
+        inp, st_ = self.inp, self.stats[s]
+        now = 0.0
+        for ready, t, c in sorted(self.dp_jobs[s], key=lambda j: j[0]):
+            start = max(now, ready)
+            now = start + t
+            self.records.append(Record(s, "dp", "grad_sync", start, now, -1, c))
+        st_.grads_synced = max(now, st_.pipeline_end)
+        st_.optimizer = float(inp.optimizer[s])
+        start = st_.grads_synced
+        self.records.append(Record(s, "optimizer", "optimizer", start, start + st_.optimizer,
+                                   -1, -1))
+        start += st_.optimizer
         ag = float(inp.param_gather[s])
         if inp.overlap_param_gather:
-            first = ag / max(1, total)
+            first = ag / max(1, len(self.dp_jobs[s]))
             exposed = max(first, ag - st_.warmup_fwd) if ag > 0 else 0.0
         else:
             exposed = ag
-        start = env.now
-        yield env.timeout(exposed)
         if ag > 0:
             self.records.append(Record(s, "dp", "param_gather", start, start + ag, -1, -1))
         st_.param_gather_exposed = exposed
-        st_.end = env.now
+        st_.end = start + exposed
 
     def run(self) -> EngineResult:
         for s in range(self.p):
-            store = simpy.Store(self.env)
-            proc = self.env.process(self.stage(s, store))
-            self.env.process(self.dp(s, store, proc))
+            self.env.process(self.stage(s))
         self.env.run()
+        for s in range(self.p):
+            self.tail(s)
         step = max(st.end for st in self.stats)
         return EngineResult(step_time=step, stages=self.stats, records=self.records,
                             events=len(self.records))
