@@ -10,8 +10,16 @@ from simulator.cli.main import main
 from simulator.config import load_workload
 from simulator.errors import ConfigError
 from simulator.metrics.flops import model_flops_per_step
-from simulator.validation import (Case, check_bars, load_cases, mark_holdout, narayanan_flops,
-                                  render_markdown, run_cases, summarize)
+from simulator.validation import (
+    Case,
+    check_bars,
+    load_cases,
+    mark_holdout,
+    narayanan_flops,
+    render_markdown,
+    run_cases,
+    summarize,
+)
 from simulator.validation.report import Row, write_atomic
 
 GPT = {"model": {"num_layers": 96, "hidden_size": 12288, "num_attention_heads": 96,

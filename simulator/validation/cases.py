@@ -71,9 +71,9 @@ def narayanan_flops(w) -> float:
     (sequences), s the sequence length, l layers, h hidden size, V vocabulary.
     """
     m = w.model
-    B, s, l, h, V = (w.training.global_batch_size, m.seq_length, m.num_layers,
+    B, s, L, h, V = (w.training.global_batch_size, m.seq_length, m.num_layers,
                      m.hidden_size, m.vocab_size)
-    return 96.0 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+    return 96.0 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))
 
 
 def _step_time(group: dict, row: dict) -> tuple[float, str]:
