@@ -11,7 +11,7 @@ Cases are read from the repository's ``validation/`` folder (sources and assumpt
 Do not loosen a bar to make it pass: if the model cannot reach one, mark that assertion
 ``xfail(strict=True, reason=<measured numbers>)`` and name the missing physics.
 The dense cases are 41 full simulations; the four pipelines with 280-1120 micro-batches on
-35-64 stages take most of the ~40 s this module needs.
+35-64 stages take most of the ~15 s this module needs (one core).
 """
 
 from __future__ import annotations
