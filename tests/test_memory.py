@@ -92,19 +92,22 @@ def test_flash_attention_drops_score_term_like_selective():
     assert flash == pytest.approx(korthikanti_tp_selective(S, B, H, A, T))
 
 
+TP1 = {"parallelism.tensor": 1, "parallelism.data": 8, "parallelism.sequence_parallel": False}
+
+
 def test_gqa_swiglu_and_cp_terms():
-    w = load_workload("llama3-8b")  # s=8192, h=4096, a=32, g=8, d=128, f=14336, TP1
+    w = load_workload("llama3-8b", TP1)  # s=8192, h=4096, a=32, g=8, d=128, f=14336, TP1
     s, h, f = 8192, 4096, 14336
-    mha = load_workload("llama3-8b", {"model.num_query_groups": 32})
+    mha = load_workload("llama3-8b", {**TP1, "model.num_query_groups": 32})
     # K and V are 2*s*b*g*d each instead of 2*s*b*h
     kv_saving = 2 * 2 * s * (32 - 8) * 128
     assert activation_bytes_per_layer(mha) - activation_bytes_per_layer(w) == kv_saving
     # gated FFN stores 6*s*b*f bytes, a plain one 4*s*b*f
-    plain = load_workload("llama3-8b", {"model.gated_linear_unit": False})
+    plain = load_workload("llama3-8b", {**TP1, "model.gated_linear_unit": False})
     assert activation_bytes_per_layer(w) - activation_bytes_per_layer(plain) == 2 * s * f
     expected = s * h * 10 + 2 * s * (4096 + 2 * 1024 + 4096) + 6 * s * f
     assert activation_bytes_per_layer(w) == expected
-    cp2 = load_workload("llama3-8b", {"parallelism.context": 2})
+    cp2 = load_workload("llama3-8b", {**TP1, "parallelism.context": 2})
     assert activation_bytes_per_layer(cp2) == pytest.approx(expected / 2)
 
 
