@@ -30,6 +30,9 @@ SBH = S * B * H  # 25,165,824; 5*a*s/h = 80, 5*a*s/(h*t) = 10
 def h100() -> Topology:
     return Topology.from_config(load_topology("dgx-h100"))
 
+# The plan several cases were written for: Llama 3 8B on one node as pure DP8.
+TP1 = {"parallelism.tensor": 1, "parallelism.data": 8, "parallelism.sequence_parallel": False}
+
 
 def gpt3(**over) -> object:
     base = {"parallelism.tensor": T, "parallelism.pipeline": 1, "parallelism.data": 1,
@@ -90,9 +93,6 @@ def test_full_recompute_keeps_layer_input_only():
 def test_flash_attention_drops_score_term_like_selective():
     flash = activation_bytes_per_layer(gpt3(**{"training.use_flash_attn": True}))
     assert flash == pytest.approx(korthikanti_tp_selective(S, B, H, A, T))
-
-
-TP1 = {"parallelism.tensor": 1, "parallelism.data": 8, "parallelism.sequence_parallel": False}
 
 
 def test_gqa_swiglu_and_cp_terms():
@@ -191,11 +191,11 @@ def test_first_stage_activations_hold_p_microbatches(h100):
 
 
 def test_distributed_optimizer_bytes(h100):
-    w = load_workload("llama3-8b")  # DP 8, distributed optimizer
+    w = load_workload("llama3-8b", TP1)  # DP 8, distributed optimizer
     n = stage_params(w, partition_layers(w), 0).total
     st = estimate_memory(w, h100).stages[0]
     assert (st.parameters, st.gradients, st.optimizer) == pytest.approx((2 * n, 4 * n, 12 * n / 8))
-    plain = load_workload("llama3-8b", {"training.distributed_optimizer": False})
+    plain = load_workload("llama3-8b", {**TP1, "training.distributed_optimizer": False})
     assert estimate_memory(plain, h100).stages[0].optimizer == pytest.approx(12 * n)
 
 
@@ -224,4 +224,4 @@ def test_fitting_plan_is_explained_with_free_space(h100):
 
 def test_too_small_global_batch_is_a_config_error(h100):
     with pytest.raises(ConfigError, match="global_batch_size"):
-        estimate_memory(load_workload("llama3-8b", {"training.global_batch_size": 4}), h100)
+        estimate_memory(load_workload("llama3-8b", {**TP1, "training.global_batch_size": 4}), h100)
