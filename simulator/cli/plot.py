@@ -35,7 +35,9 @@ HELP = "plot step-time breakdowns, pipeline timelines, memory, scaling or expert
 def add_arguments(p: argparse.ArgumentParser) -> None:
     kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
     b = kinds.add_parser("breakdown", help="stacked step-time breakdown per configuration")
-    b.add_argument("configs", nargs="*", metavar="WORKLOAD[,FIELD=VALUE...]")
+    b.add_argument("configs", nargs="*", metavar="WORKLOAD[,FIELD=VALUE...]",
+                   help="workload path or shipped name; overrides after commas apply to "
+                        "that configuration only")
     b.add_argument("--topology", "-t", action="append", default=[],
                    help="topology (repeatable: every configuration on each)")
     _sets(b)
