@@ -187,12 +187,20 @@ def build_gallery(out: Path = Path("reports"), entries: list[Entry] | None = Non
         fig = e.build(e.runs)
         paths.append(save_figure(fig, out / "figures" / e.name))
         close(fig)
-    paths.append(atomic_write(out / "README.md", lambda fh: fh.write(readme(entries)),
-                              binary=False))
+    text = readme(entries, _others(out, entries))
+    paths.append(atomic_write(out / "README.md", lambda fh: fh.write(text), binary=False))
     return paths
 
 
-def readme(entries: list[Entry]) -> str:
+def _others(out: Path, entries: list[Entry]) -> list[str]:
+    """Pages and figures other commands wrote into ``out`` (e.g. the validation report)."""
+    mine = {e.name for e in entries}
+    pages = sorted(p.name for p in out.glob("*.md") if p.name != "README.md")
+    figs = sorted(p.name for p in (out / "figures").glob("*.png") if p.name not in mine)
+    return [f"[{n}]({n})" for n in pages] + [f"[figures/{n}](figures/{n})" for n in figs]
+
+
+def readme(entries: list[Entry], others: list[str] | None = None) -> str:
     lines = ["# Figure gallery", "",
              "Figures of the shipped workloads and topologies, made by the simulator. "
              "Regenerate all of them (and this page) with:", "", "```sh", COMMAND,
@@ -206,6 +214,10 @@ def readme(entries: list[Entry]) -> str:
         if e.runs:
             lines += [*_numbers(e.runs), ""]
     lines += ["## Not shown", ""] + [f"- {n}" for n in NOT_SHOWN] + [""]
+    if others:
+        lines += ["## Other reports in this folder", "",
+                  "Written by other commands (not by the gallery):", ""]
+        lines += [f"- {o}" for o in others] + [""]
     return "\n".join(lines)
 
 
