@@ -111,8 +111,11 @@ def _draw(ax: Any, key: tuple, spans: list[tuple[float, float]], chunks: int) ->
     else:
         base = COLORS["forward"] if what == "F" else COLORS["backward"]
         color = chunk_color(base, chunk, chunks)
-    ax.broken_barh(spans, (stage + off, h), facecolors=color, edgecolor="white",
-                   linewidth=0.3 if lane == "compute" else 0.0)
+    # Transfers are often far shorter than a pixel: outline them in their own colour
+    # so each still shows as a hairline.
+    ax.broken_barh(spans, (stage + off, h), facecolors=color,
+                   edgecolor="white" if lane == "compute" else color,
+                   linewidth=0.3 if lane == "compute" else 0.6)
 
 
 def _draw_recompute(ax: Any, plan: Any, recs: list, scale: float) -> bool:
