@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import doctest
+import importlib
 import io
 import json
 
 import pandas as pd
 import pytest
 
-import simulator.sweep as sweep_pkg
 from simulator import simulate
 from simulator.cli.main import main
 from simulator.errors import ConfigError
@@ -17,6 +17,9 @@ from simulator.metrics.result import flatten
 from simulator.sweep import expand, load_sweep, make_spec, sweep
 from simulator.sweep.progress import Progress
 from tests.conftest import ROOT
+
+# the package: the attribute simulator.sweep is the sweep() function
+sweep_pkg = importlib.import_module("simulator.sweep")
 
 
 def test_module_example_runs():

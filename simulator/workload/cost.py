@@ -3,12 +3,18 @@
 A *phase* is what one simulated rank does between two pipeline events: the
 forward, or the (recompute +) backward, of one model chunk for one micro-batch.
 Inside a phase the compute stream runs ops back to back; TP collectives run on
-their own stream. Without ``tp_comm_overlap`` every TP collective sits on the
-critical path. With it (Transformer Engine userbuffers, sequence parallel
-only) the all-gather is split and pipelined with the GEMM that consumes it and
-the reduce-scatter with the GEMM that produces it (Wang et al. 2022,
-"Overlap Communication with Dependent Computation via Decomposition"), so
-only ``max(0, comm - gemm)`` stays exposed.
+their own stream and leave only their *exposed* part on the critical path:
+
+* always, the collective on a column-parallel GEMM's input gradient (all-reduce,
+  or reduce-scatter with sequence parallelism) runs beside that GEMM's
+  weight-gradient half (Megatron's asynchronous TP all-reduce; the wgrad GEMM is
+  half the backward FLOPs): exposed ``max(0, comm - gemm_bwd / 2)``;
+* with ``tp_comm_overlap`` (Transformer Engine userbuffers, sequence parallel
+  only) every all-gather is split and pipelined with the GEMM that consumes it
+  and every reduce-scatter with the GEMM that produces it (Wang et al. 2022,
+  "Overlap Communication with Dependent Computation via Decomposition"):
+  exposed ``max(0, comm - gemm)``;
+* everything else is exposed in full.
 """
 
 from __future__ import annotations
@@ -92,7 +98,7 @@ def op_time(op: Op, ctx: CostContext) -> float:
 def cost_ops(ops: list[Op], ctx: CostContext) -> Phase:
     """Time a straight-line op list (one layer), with TP overlap where enabled."""
     times = [op_time(o, ctx) for o in ops]
-    hidden = _overlap_partners(ops, times) if ctx.tp_overlap else {}
+    hidden = _overlap_partners(ops, ctx.tp_overlap)
     ph = Phase()
     t = 0.0
     for i, (op, dur) in enumerate(zip(ops, times, strict=True)):
@@ -100,9 +106,9 @@ def cost_ops(ops: list[Op], ctx: CostContext) -> Phase:
             t = _context_attention(ph, op, ctx, t)
             continue
         if op.kind == "comm":
-            partner = hidden.get(i)
-            exposed = dur if partner is None else max(0.0, dur - times[partner])
-            start = t if partner is None else _partner_start(ph, ops[partner].name, t)
+            pair = hidden.get(i)
+            exposed = dur if pair is None else max(0.0, dur - pair[1] * times[pair[0]])
+            start = t if pair is None else _partner_start(ph, ops[pair[0]].name, t)
             ph.ops.append(TimedOp(op.name, op.axis, start, dur, 0.0, op.nbytes))
             ph.exposed[op.axis] = ph.exposed.get(op.axis, 0.0) + exposed
             t += exposed
@@ -137,15 +143,25 @@ def _partner_start(ph: Phase, name: str, now: float) -> float:
     return now
 
 
-def _overlap_partners(ops: list[Op], times: list[float]) -> dict[int, int]:
-    """Map each overlappable TP collective to the GEMM that hides it.
+def _overlap_partners(ops: list[Op], tp_overlap: bool) -> dict[int, tuple[int, float]]:
+    """Map each TP collective to (the GEMM that hides it, the fraction of that GEMM).
 
-    All-gathers pair with the next GEMM (its consumer); reduce-scatters with the
-    previous GEMM (its producer). All-reduces (no SP) are not overlapped.
+    Always: a collective on the input gradient right after a column-parallel
+    GEMM's backward runs beside that GEMM's weight-gradient half (Megatron's
+    async TP all-reduce / SP reduce-scatter overlap; the wgrad is half the
+    backward FLOPs). With ``tp_comm_overlap`` (sequence parallel only) all-gathers
+    pair fully with the next GEMM and reduce-scatters with the previous one.
     """
-    pairs: dict[int, int] = {}
+    pairs: dict[int, tuple[int, float]] = {}
     for i, op in enumerate(ops):
         if op.kind != "comm" or op.axis != "tp":
+            continue
+        prev = i - 1 if i > 0 and ops[i - 1].kind == "gemm" else None
+        if prev is not None and ops[prev].column and ops[prev].name.endswith("_bwd") \
+                and op.comm in ("all_reduce", "reduce_scatter"):
+            pairs[i] = (prev, 1.0 if tp_overlap else 0.5)
+            continue
+        if not tp_overlap:
             continue
         if op.comm == "all_gather":
             j = next((j for j in range(i + 1, len(ops)) if ops[j].kind == "gemm"), None)
@@ -154,5 +170,5 @@ def _overlap_partners(ops: list[Op], times: list[float]) -> dict[int, int]:
         else:
             j = None
         if j is not None:
-            pairs[i] = j
+            pairs[i] = (j, 1.0)
     return pairs

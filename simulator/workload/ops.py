@@ -33,11 +33,14 @@ class Op:
     comm: str = ""  # collective name for kind == "comm"
     axis: str = ""  # "tp" | "cp" | "ep" for comms
     model_flops: float = 0.0  # FLOPs counted by MFU (attention unmasked, no recompute)
+    column: bool = False  # column-parallel GEMM: its input gradient needs a TP collective
 
 
-def gemm(name: str, m: float, n: float, k: float, batch: float = 1.0) -> Op:
+def gemm(name: str, m: float, n: float, k: float, batch: float = 1.0,
+         column: bool = False) -> Op:
     f = 2.0 * m * n * k * batch
-    return Op(name, "gemm", flops=f, shape=(m, n, k), batch=batch, model_flops=f)
+    return Op(name, "gemm", flops=f, shape=(m, n, k), batch=batch, model_flops=f,
+              column=column)
 
 
 def mem(name: str, nbytes: float) -> Op:
@@ -129,7 +132,8 @@ def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
     qkv_n = (x.a_t + 2 * x.g_t) * x.d
     ops = [mem("input_layernorm", 2 * x.Tn * x.h * x.e)]
     ops += _tp_in(x, "tp_allgather_attn")
-    ops += [gemm("qkv", x.T, qkv_n, x.h), mem("rotary", 2 * x.T * (x.a_t + x.g_t) * x.d * x.e)]
+    ops += [gemm("qkv", x.T, qkv_n, x.h, column=True),
+            mem("rotary", 2 * x.T * (x.a_t + x.g_t) * x.d * x.e)]
     ops += attention_core(w, x)
     ops += [gemm("attn_proj", x.T, x.h, x.a_t * x.d)]
     ops += _tp_out(x, "tp_reduce_attn")
@@ -145,7 +149,7 @@ def mlp_forward(x: Dims) -> list[Op]:
     fc1_n = x.ffn_t * (2 if x.glu else 1)
     act_bytes = x.T * x.ffn_t * x.e * (3 if x.glu else 2)
     ops = _tp_in(x, "tp_allgather_mlp")
-    ops += [gemm("fc1", x.T, fc1_n, x.h), mem("activation", act_bytes),
+    ops += [gemm("fc1", x.T, fc1_n, x.h, column=True), mem("activation", act_bytes),
             gemm("fc2", x.T, x.h, x.ffn_t)]
     ops += _tp_out(x, "tp_reduce_mlp")
     return ops
@@ -166,26 +170,39 @@ def output_forward(w: Workload) -> list[Op]:
     x = dims(w)
     ops = [mem("final_layernorm", 2 * x.Tn * x.h * x.e)]
     ops += _tp_in(x, "tp_allgather_logits")
-    ops += [gemm("logits", x.T, x.v_t, x.h), mem("cross_entropy", 3 * x.T * x.v_t * 4)]
+    ops += [gemm("logits", x.T, x.v_t, x.h, column=True), mem("cross_entropy", 3 * x.T * x.v_t * 4)]
     return ops
 
 
 def backward_of(ops: list[Op]) -> list[Op]:
-    """Backward ops for a forward list, in reverse order (see module docstring)."""
+    """Backward ops for a forward list, in reverse order (see module docstring).
+
+    TP collectives move to where the backward needs them: with sequence
+    parallelism each all-gather becomes a reduce-scatter of the input gradient
+    (right after the column-parallel GEMM's backward) and each reduce-scatter an
+    all-gather; without it, the forward all-reduce after a row-parallel GEMM
+    becomes an all-reduce of the input gradient after the matching
+    column-parallel GEMM's backward (Megatron's ``f``/``g`` conjugate operators).
+    """
     out: list[Op] = []
+    pending: list[Op] = []  # forward all-reduces waiting for their column-parallel GEMM
+    mirror = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather"}
     for op in reversed(ops):
         if op.kind == "gemm":
             out.append(replace(op, name=op.name + "_bwd", flops=2 * op.flops,
                                batch=2 * op.batch, model_flops=2 * op.model_flops))
+            if op.column and pending:
+                out.append(replace(pending.pop(0), name=op.name + "_input_grad_allreduce"))
         elif op.kind == "attn":
             out.append(replace(op, name=op.name + "_bwd", flops=2.5 * op.flops,
                                model_flops=2 * op.model_flops))
         elif op.kind == "mem":
             out.append(replace(op, name=op.name + "_bwd", nbytes=2 * op.nbytes))
+        elif op.comm == "all_reduce" and op.axis == "tp":
+            pending.append(op)
         else:
-            mirror = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather"}
             out.append(replace(op, name=op.name + "_bwd", comm=mirror.get(op.comm, op.comm)))
-    return out
+    return out + pending
 
 
 def recompute_ops(w: Workload, fwd: list[Op]) -> list[Op]:

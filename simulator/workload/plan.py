@@ -28,8 +28,7 @@ from .context import make_attention
 from .cost import CostContext, Phase, TimedOp, cost_ops
 from .layout import group_layout
 from .moe_layer import MoECost, MoEPart
-from .ops import backward_of, dims, embedding_forward, layer_forward, output_forward, \
-    recompute_ops
+from .ops import backward_of, dims, embedding_forward, layer_forward, output_forward, recompute_ops
 from .partition import Partition, partition_layers
 
 GRAD_BYTES = 4  # fp32 gradient reduction (Megatron forces it for bf16 training)
@@ -84,7 +83,6 @@ class _Builder:
         f, b = Phase(), Phase()
         if first:
             f.extend(self.embed[0], ops=ops)
-        tail = []
         if last:
             b.extend(self.output[1], ops=ops)
         dense_run = 0
