@@ -29,11 +29,19 @@ class ConfigError(ValueError):
         super().__init__(self.message())
 
     def message(self) -> str:
+        """``source: field = value: allowed``, always on one line."""
         where = f"{self.source}: " if self.source else ""
         shown = _short_repr(self.value)
-        return f"{where}{self.field} = {shown}: {self.allowed}"
+        return _one_line(f"{where}{self.field} = {shown}: {self.allowed}")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _short_repr(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except Exception:  # a user object whose repr fails must not hide the real error
+        text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,96 @@
+"""Atomic file output: a reader sees the old file or the new one, never half of one.
+
+Every output (JSON, CSV, Parquet, figures, traces) is written to a temporary
+file in the *same directory* as the target, flushed to disk, and then moved
+over the target with :func:`os.replace`. On POSIX that is a ``rename(2)``,
+which atomically swaps the directory entry (same file system, hence the same
+directory); on Windows ``MoveFileEx`` with replace semantics. So:
+
+* an exception while writing removes the temporary file and leaves the
+  target untouched (or absent, if it did not exist);
+* a crash or ``SIGKILL`` while writing leaves the target untouched; at worst a
+  stray ``.NAME.*.tmp.EXT`` file stays behind next to it;
+* a power loss after :func:`atomic_path` returns keeps the new content
+  (the file and then its directory are fsync'ed).
+
+The temporary name keeps the target's suffix, so writers that infer the format
+from the extension (``matplotlib.savefig``, ``pandas.to_parquet``) work on it:
+
+>>> with atomic_path("fig.png") as tmp:      # doctest: +SKIP
+...     figure.savefig(tmp)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from .errors import ConfigError
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_MODE = 0o666 & ~_umask()  # what open() would give a new file; read once, at import
+
+
+def _fsync(path: str | Path, directory: bool = False) -> None:
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:  # e.g. directories cannot be opened on Windows
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; on success move it over ``path``.
+
+    Raises :class:`ConfigError` (field ``output``) when the directory does not
+    exist or cannot be written, or ``path`` is a directory. An exception inside
+    the block removes the temporary file and propagates unchanged.
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise ConfigError("output", str(target), "is a directory; give a file name")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=f".tmp{target.suffix}",
+                                   dir=target.parent)
+    except OSError as exc:
+        raise ConfigError("output", str(target),
+                          f"cannot be written: {exc.strerror} ({target.parent})") from None
+    os.close(fd)
+    try:
+        existing = target.stat().st_mode & 0o7777 if target.exists() else _MODE
+        os.chmod(tmp, existing)
+        yield Path(tmp)
+        _fsync(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync(target.parent, directory=True)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
+    """Write ``text`` to ``path`` atomically (no newline translation)."""
+    atomic_write_bytes(path, text.encode(encoding))
