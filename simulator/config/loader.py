@@ -1,13 +1,17 @@
 """Read YAML, apply ``--set`` overrides, validate, and turn every failure into a ConfigError.
 
-Errors name the file and line where the YAML knows it, the dotted field path,
-the bad value and what is allowed; unknown keys get a "did you mean" hint.
-No function here writes to disk.
+Errors name where the value came from (``file:line``, or ``override`` for a
+``--set`` value), the dotted field path (``tiers.1.bandwidth_GBps``), the bad
+value and what is allowed; unknown keys get a "did you mean" hint. YAML is
+parsed in two steps: the node tree first (which knows lines, so duplicate keys,
+non-string keys and alias bombs are reported with their line), then the Python
+values. No function here writes to disk.
 """
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,73 +26,99 @@ M = TypeVar("M", bound=BaseModel)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SEARCH_DIRS = {"topologies": "topologies", "workloads": "workloads"}
+ARG_NAMES = {"topologies": "topology", "workloads": "workload"}
+MAX_VALUES = 100_000  # values in a document once YAML aliases are expanded
+SECTIONS = {Workload: ("workload", {"gpu", "tiers"}, "topology"),
+            TopologyConfig: ("topology", {"model", "parallelism", "training"}, "workload")}
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate mapping keys (YAML silently keeps the last)."""
+def _walk_nodes(node: yaml.Node, name: str, prefix: str, lines: dict[str, int],
+                seen: set[int]) -> None:
+    """Fill ``lines`` (dotted path -> 1-based line); refuse duplicate or non-scalar keys.
 
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False):
-    seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise ConfigError(str(key), "duplicate key",
-                              f"appears twice (first on line {seen[key] + 1})",
-                              source=f"{loader.name}:{key_node.start_mark.line + 1}")
-        seen[key] = key_node.start_mark.line
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _line_map(node: yaml.Node | None, prefix: str = "", out: dict[str, int] | None = None):
-    """Map dotted paths (``parallelism.tensor``, ``tiers.0.size``) to 1-based lines."""
-    out = {} if out is None else out
+    Each node is visited once: an alias is the same node object as its anchor.
+    """
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    children: list[tuple[str, yaml.Node]] = []
     if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            path = f"{prefix}.{k.value}" if prefix else str(k.value)
-            out[path] = k.start_mark.line + 1
-            _line_map(v, path, out)
+        first: dict[str, int] = {}
+        for key, value in node.value:
+            line = key.start_mark.line + 1
+            if not isinstance(key, yaml.ScalarNode):
+                raise ConfigError(prefix or "document", "a list or mapping used as a key",
+                                  "keys must be plain names", source=f"{name}:{line}")
+            if key.tag == "tag:yaml.org,2002:merge":
+                children.append(("<<", value))
+                continue
+            path = f"{prefix}.{key.value}" if prefix else str(key.value)
+            if key.value in first:
+                raise ConfigError(path, "duplicate key",
+                                  f"appears twice (first on line {first[key.value]})",
+                                  source=f"{name}:{line}")
+            first[key.value] = line
+            lines[path] = line
+            children.append((path, value))
     elif isinstance(node, yaml.SequenceNode):
-        for i, v in enumerate(node.value):
+        for i, value in enumerate(node.value):
             path = f"{prefix}.{i}" if prefix else str(i)
-            out[path] = v.start_mark.line + 1
-            _line_map(v, path, out)
-    return out
+            lines[path] = value.start_mark.line + 1
+            children.append((path, value))
+    for path, child in children:
+        _walk_nodes(child, name, prefix if path == "<<" else path, lines, seen)
+
+
+def _count_values(data: Any, name: str) -> None:
+    """Refuse documents whose aliases expand past MAX_VALUES values (or into a cycle)."""
+    stack, count = [data], 0
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise ConfigError("document", f"more than {MAX_VALUES} values",
+                              "too large once YAML aliases (*name) are expanded; "
+                              "is an alias recursive?", source=name)
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def parse_yaml(text: str, name: str) -> tuple[dict, dict[str, int]]:
     """Parse a YAML document that must be a mapping; return it and its line map."""
+    lines: dict[str, int] = {}
+    loader = yaml.SafeLoader(text)
     try:
-        loader = _UniqueKeyLoader(text)
-        loader.name = name
-        try:
-            data = loader.get_single_data()
-        finally:
-            loader.dispose()
-        lines = _line_map(yaml.compose(text, Loader=yaml.SafeLoader))
+        node = loader.get_single_node()
+        if node is not None:
+            _walk_nodes(node, name, "", lines, set())
+        data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
+        mark = exc.problem_mark or exc.context_mark
         where = f"{name}:{mark.line + 1}" if mark else name
-        raise ConfigError("yaml", "syntax error", f"{exc.problem or exc}", source=where) from None
+        text = "; ".join(str(x) for x in (exc.context, exc.problem) if x) or str(exc)
+        raise ConfigError("yaml", "syntax error", text, source=where) from None
     except yaml.YAMLError as exc:
         raise ConfigError("yaml", "syntax error", str(exc), source=name) from None
+    except RecursionError:
+        raise ConfigError("document", "deeply nested", "is nested too deeply to be a "
+                          "configuration", source=name) from None
+    finally:
+        loader.dispose()
     if data is None:
         raise ConfigError("document", "empty file", "expected a YAML mapping", source=name)
     if not isinstance(data, dict):
         raise ConfigError("document", type(data).__name__, "expected a YAML mapping at top level",
                           source=name)
+    _count_values(data, name)
     return data, lines
 
 
 def resolve_path(ref: str | Path, kind: str) -> Path:
     """A path as given, or a shipped name (``dgx-h100``) looked up in ``topologies/``."""
     path = Path(ref)
-    if path.suffix in (".yaml", ".yml") and path.exists():
-        return path
-    if path.exists() and path.is_file():
+    if path.is_file():
         return path
     for base in (REPO_ROOT / SEARCH_DIRS[kind], Path.cwd() / SEARCH_DIRS[kind]):
         for cand in (base / f"{ref}.yaml", base / str(ref)):
@@ -96,7 +126,7 @@ def resolve_path(ref: str | Path, kind: str) -> Path:
                 return cand
     shipped = sorted(p.stem for p in (REPO_ROOT / SEARCH_DIRS[kind]).glob("*.yaml"))
     hint = _did_you_mean(str(ref), shipped)
-    raise ConfigError(f"--{kind[:-1]}" if kind == "topologies" else kind[:-1], str(ref),
+    raise ConfigError(ARG_NAMES[kind], str(ref),
                       f"no such file or shipped name{hint}; shipped: {', '.join(shipped)}")
 
 
@@ -104,11 +134,17 @@ def read_document(ref: str | Path | dict, kind: str) -> tuple[dict, dict[str, in
     """Load a document from a dict, a path or a shipped name."""
     if isinstance(ref, dict):
         return ref, {}, "<dict>"
+    if not isinstance(ref, str | Path):
+        raise ConfigError(ARG_NAMES[kind], type(ref).__name__,
+                          "expected a path, a shipped name, a dict or a config object")
     path = resolve_path(ref, kind)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(kind[:-1], str(ref), f"cannot be read: {exc.strerror}") from None
+        raise ConfigError(ARG_NAMES[kind], str(ref), f"cannot be read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(ARG_NAMES[kind], str(ref),
+                          f"is not UTF-8 text (byte {exc.start}); expected a YAML file") from None
     data, lines = parse_yaml(text, str(path))
     return data, lines, str(path)
 
@@ -132,8 +168,10 @@ def apply_overrides(data: dict, overrides: dict[str, Any] | None) -> dict:
     """Return a deep copy of ``data`` with dotted-path overrides applied."""
     out = _deep_copy(data)
     for dotted, value in (overrides or {}).items():
+        parts = str(dotted).split(".")
+        if not all(parts):
+            raise ConfigError(str(dotted), value, "a field path needs a name between the dots")
         node: Any = out
-        parts = dotted.split(".")
         for part in parts[:-1]:
             node = _child(node, part, dotted, value)
         if isinstance(node, list):
@@ -168,47 +206,87 @@ def _deep_copy(obj: Any) -> Any:
     return obj
 
 
-def validate_model(cls: type[M], data: dict, lines: dict[str, int], source: str) -> M:
-    """Validate with pydantic; translate the first error into a ConfigError."""
+def validate_model(cls: type[M], data: dict, lines: dict[str, int], source: str,
+                   overridden: Iterable[str] = ()) -> M:
+    """Validate with pydantic; translate the first error into a ConfigError.
+
+    ``overridden``: dotted paths set by overrides; errors inside them are
+    reported as coming from ``override`` rather than from a line of the file.
+    """
+    where = _Where(lines, source, tuple(str(k) for k in overridden))
     try:
         return cls.model_validate(data)
     except ConfigError as exc:
-        raise _with_source(exc, lines, source) from None
+        raise where.attach(exc) from None
     except ValidationError as exc:
-        raise _translate(cls, exc, data, lines, source) from None
+        raise _translate(cls, exc, where) from None
 
 
-def _with_source(exc: ConfigError, lines: dict[str, int], source: str) -> ConfigError:
-    if exc.source:
-        return exc
-    line = lines.get(exc.field.replace("[", ".").replace("]", ""))
-    where = f"{source}:{line}" if line else source
-    return ConfigError(exc.field, exc.value, exc.allowed, source=where)
+class _Where:
+    """Turns a dotted field path into ``file:line`` or ``override``."""
+
+    def __init__(self, lines: dict[str, int], source: str, overridden: tuple[str, ...]):
+        self.lines, self.source, self.overridden = lines, source, overridden
+
+    def __call__(self, path: str) -> str:
+        if any(path == k or path.startswith(k + ".") for k in self.overridden):
+            return "override"
+        parts = path.split(".")
+        while parts:  # the line of the field, else of its nearest section
+            line = self.lines.get(".".join(parts))
+            if line:
+                return f"{self.source}:{line}"
+            parts.pop()
+        return self.source
+
+    def attach(self, exc: ConfigError) -> ConfigError:
+        if exc.source:
+            return exc
+        path = exc.field.replace("[", ".").replace("]", "")
+        return ConfigError(exc.field, exc.value, exc.allowed, source=self(path))
 
 
-def _translate(cls: type[BaseModel], exc: ValidationError, data: dict, lines: dict[str, int],
-               source: str) -> ConfigError:
-    err = exc.errors()[0]
+_MESSAGES = {
+    "model_type": "must be a section of fields (a YAML mapping)",
+    "dict_type": "must be a YAML mapping",
+    "list_type": "must be a list",
+    "int_parsing": "must be an integer",
+    "int_type": "must be an integer",
+    "int_from_float": "must be a whole number",
+    "float_parsing": "must be a number",
+    "float_type": "must be a number",
+    "finite_number": "must be a finite number",
+    "bool_parsing": "must be true or false",
+    "bool_type": "must be true or false",
+    "string_type": "must be a string (quote it in YAML)",
+}
+
+
+def _translate(cls: type[BaseModel], exc: ValidationError, where: _Where) -> ConfigError:
+    errors = exc.errors()
+    # An unknown key usually explains a "missing" one (a typo): report it first.
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     original = (err.get("ctx") or {}).get("error")
     if isinstance(original, ConfigError):
-        return _with_source(original, lines, source)
+        return where.attach(original)
     loc = [str(p) for p in err["loc"]]
-    path = ".".join(loc)
-    kind = err["type"]
-    value = err.get("input")
-    line = lines.get(path) or lines.get(".".join(loc[:-1]))
-    where = f"{source}:{line}" if line else source
+    path, kind, value = ".".join(loc), err["type"], err.get("input")
+    source = where(path)
     if kind == "extra_forbidden":
         allowed = _fields_at(cls, loc[:-1])
         hint = _did_you_mean(loc[-1], allowed)
+        this, keys, other = SECTIONS.get(cls, ("", set(), ""))
+        top = {str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden"}
+        if len(loc) == 1 and top & keys:
+            hint += f" (this looks like a {other} document, not a {this} document)"
         return ConfigError(path, value, f"unknown field{hint}; allowed here: {', '.join(allowed)}",
-                           source=where)
+                           source=source)
     if kind == "missing":
-        return ConfigError(path, None, "is required but missing", source=where)
+        return ConfigError(path, None, "is required but missing", source=source)
     if kind == "literal_error":
-        return ConfigError(path, value, f"must be one of {err['ctx']['expected']}", source=where)
-    return ConfigError(path, value, err["msg"].replace("Input should", "must").lower(),
-                       source=where)
+        return ConfigError(path, value, f"must be one of {err['ctx']['expected']}", source=source)
+    text = _MESSAGES.get(kind) or err["msg"].replace("Input should", "must")
+    return ConfigError(path, value, text, source=source)
 
 
 def _fields_at(cls: type[BaseModel], loc: list[str]) -> list[str]:
@@ -219,8 +297,7 @@ def _fields_at(cls: type[BaseModel], loc: list[str]) -> list[str]:
         field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
         if field is None:
             return []
-        ann = field.annotation
-        model = _model_in(ann)
+        model = _model_in(field.annotation)
         if model is None:
             return []
     return sorted(model.model_fields) if hasattr(model, "model_fields") else []
@@ -241,23 +318,23 @@ def _did_you_mean(word: str, choices: list[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+def _load(cls: type[M], ref: Any, overrides: dict[str, Any] | None, kind: str) -> M:
+    if isinstance(ref, cls):
+        if not overrides:
+            return ref
+        ref = ref.model_dump()
+    data, lines, source = read_document(ref, kind)
+    return validate_model(cls, apply_overrides(data, overrides), lines, source,
+                          overridden=(overrides or {}).keys())
+
+
 def load_workload(ref: str | Path | dict | Workload,
                   overrides: dict[str, Any] | None = None) -> Workload:
     """Workload from a path, shipped name, dict or object, with dotted overrides."""
-    if isinstance(ref, Workload):
-        if not overrides:
-            return ref
-        ref = ref.model_dump(exclude_unset=False)
-    data, lines, source = read_document(ref, "workloads")
-    return validate_model(Workload, apply_overrides(data, overrides), lines, source)
+    return _load(Workload, ref, overrides, "workloads")
 
 
 def load_topology(ref: str | Path | dict | TopologyConfig,
                   overrides: dict[str, Any] | None = None) -> TopologyConfig:
     """Topology from a path, shipped name, dict or object, with dotted overrides."""
-    if isinstance(ref, TopologyConfig):
-        if not overrides:
-            return ref
-        ref = ref.model_dump()
-    data, lines, source = read_document(ref, "topologies")
-    return validate_model(TopologyConfig, apply_overrides(data, overrides), lines, source)
+    return _load(TopologyConfig, ref, overrides, "topologies")
