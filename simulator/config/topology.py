@@ -7,21 +7,31 @@ constant carries its source in the ``sources`` map of its block.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from ..errors import ConfigError
 
-Strict = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+Strict = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
+
+# Ranges in the unit of each field name. They are wide (a million times beyond
+# any real part either way) and exist so that a typo gets a clear error instead
+# of an overflow to infinity or a division by zero in the cost models.
+Rate = Annotated[float, Field(ge=1e-6, le=1e9)]  # a peak, a bandwidth, a capacity
+Fraction = Annotated[float, Field(ge=1e-6, le=1)]  # an achieved fraction of a peak
+Amount = Annotated[float, Field(ge=0, le=1e9)]  # a latency, an overhead, a size offset
+MAX_GPUS = 2**40
 
 
 class PeakTFLOPs(BaseModel):
     """Dense (no 2:4 sparsity) peak tensor-core throughput, TFLOP/s."""
 
     model_config = Strict
-    bf16: PositiveFloat
-    fp16: PositiveFloat | None = None  # default: bf16
-    fp8: PositiveFloat | None = None  # None: no FP8 tensor cores
-    fp32: PositiveFloat | None = None
+    bf16: Rate
+    fp16: Rate | None = None  # default: bf16
+    fp8: Rate | None = None  # None: no FP8 tensor cores
+    fp32: Rate | None = None
 
 
 class GPUConfig(BaseModel):
@@ -31,16 +41,16 @@ class GPUConfig(BaseModel):
 
     name: str
     peak_tflops: PeakTFLOPs
-    hbm_GB: PositiveFloat
-    hbm_bandwidth_TBps: PositiveFloat
+    hbm_GB: Rate
+    hbm_bandwidth_TBps: Rate
     # Achievable fractions (0..1] of peak, each sourced in `sources`.
-    gemm_efficiency: float = Field(0.8, gt=0, le=1)
-    gemm_half_dim: float = Field(96.0, ge=0)  # dim at which one GEMM axis halves efficiency
-    fp8_gemm_efficiency: float | None = Field(None, gt=0, le=1)
-    attention_efficiency: float = Field(0.6, gt=0, le=1)
-    memory_bandwidth_efficiency: float = Field(0.85, gt=0, le=1)
-    kernel_overhead_us: float = Field(4.0, ge=0)  # launch + tail per kernel
-    framework_memory_GB: float = Field(3.0, ge=0)  # CUDA context, allocator, NCCL buffers
+    gemm_efficiency: Fraction = 0.8
+    gemm_half_dim: Amount = 96.0  # dim at which one GEMM axis halves efficiency
+    fp8_gemm_efficiency: Fraction | None = None
+    attention_efficiency: Fraction = 0.6
+    memory_bandwidth_efficiency: Fraction = 0.85
+    kernel_overhead_us: Amount = 4.0  # launch + tail per kernel
+    framework_memory_GB: Amount = 3.0  # CUDA context, allocator, NCCL buffers
     sources: dict[str, str] = {}
 
 
@@ -55,15 +65,15 @@ class TierConfig(BaseModel):
     model_config = Strict
 
     name: str
-    size: PositiveInt
-    bandwidth_GBps: PositiveFloat
-    latency_us: float = Field(5.0, ge=0)
-    efficiency: float = Field(0.8, gt=0, le=1)
-    oversubscription: float = Field(1.0, ge=1)
-    nvls_busbw_GBps: PositiveFloat | None = None  # NVLink SHARP all-reduce peak busbw
-    alltoall_efficiency: float | None = Field(None, gt=0, le=1)
-    half_bandwidth_MB: float = Field(16.0, ge=0)
-    curve_exponent: float = Field(0.8, gt=0)
+    size: PositiveInt = Field(le=MAX_GPUS)
+    bandwidth_GBps: Rate
+    latency_us: Amount = 5.0
+    efficiency: Fraction = 0.8
+    oversubscription: float = Field(1.0, ge=1, le=1e6)
+    nvls_busbw_GBps: Rate | None = None  # NVLink SHARP all-reduce peak busbw
+    alltoall_efficiency: Fraction | None = None
+    half_bandwidth_MB: Amount = 16.0
+    curve_exponent: float = Field(0.8, gt=0, le=10)
     sources: dict[str, str] = {}
 
 

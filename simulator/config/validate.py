@@ -1,52 +1,129 @@
 """Cross-field checks of a plan against its model and topology.
 
-Each rule raises a :class:`ConfigError` naming the field, the value and what
-would be allowed. Rules follow Megatron-LM / Megatron-Core's own argument
-checks, so a plan accepted here would start there.
+Single-field rules (positive sizes, known names) live in the pydantic schema;
+the rules here relate fields to each other and to the cluster. Each raises a
+:class:`ConfigError` naming the field, the value and what would be allowed.
+They follow Megatron-LM / Megatron-Core's own argument checks, so a plan
+accepted here would start there:
+
+* the product ``tensor * pipeline * data * context`` fits the topology, and the
+  TP group sits inside one scale-up (NVLink) domain: ``tensor`` divides its size;
+* TP divides the attention heads, the KV groups (each rank holds whole KV heads;
+  KV heads are never replicated across TP ranks), and the FFN widths;
+* with sequence parallelism, TP also divides the per-CP-rank sequence;
+* ``global_batch_size`` is a multiple of ``micro_batch_size * data``;
+* pipeline: ``pipeline * virtual_pipeline <= num_layers`` and the layer split
+  of :func:`simulator.workload.partition.partition_layers` is valid (uneven
+  splits are; see that module); interleaving needs the micro-batch count to be
+  a multiple of ``pipeline``;
+* context parallelism: the sequence splits into ``context`` (ring) or
+  ``2 * context`` (zigzag, hybrid) equal chunks; Ulysses splits KV heads; it
+  needs fused (flash) attention;
+* experts: ``expert`` divides ``num_experts``, and ``expert * expert_tensor``
+  divides ``tensor * context * data`` (Megatron-Core parallel folding,
+  Liu et al. 2025); ``expert_tensor`` divides the expert FFN width;
+* size: the engine replays every (stage, chunk, micro-batch) phase and every
+  gradient bucket, so the number of phases (:data:`MAX_PHASES`), the
+  parameters per GPU (:data:`MAX_PARAMS_PER_GPU`; a plan over it does not fit
+  any GPU by far) and the tokens per micro-batch are bounded.
 """
 
 from __future__ import annotations
 
 from ..errors import ConfigError
 from .topology import TopologyConfig
-from .workload import Workload
+from .workload import MAX_TOKENS, Workload
+
+MAX_PHASES = 250_000  # pipeline * virtual_pipeline * micro-batches: ~10 s of engine time
+MAX_PARAMS_PER_GPU = 1e12  # 2 TB of bf16 weights, ten times any GPU's memory
 
 
-def _divides(field: str, value: int, target: int, what: str) -> None:
+def _divides(field: str, value: int, target: int, what: str, why: str = "") -> None:
     if target % value:
-        raise ConfigError(field, value, f"must divide {what} ({target})")
+        raise ConfigError(field, value, f"must divide {what} ({target}){why}")
 
 
 def check_plan(w: Workload, topo: TopologyConfig) -> None:
     """Raise ConfigError for the first rule the plan breaks."""
-    m, p, tr = w.model, w.parallelism, w.training
-    n = p.num_gpus
+    _check_size(w, topo)
+    _check_tensor(w)
+    _check_domain(w, topo)
+    _check_batch(w)
+    _check_pipeline(w)
+    _check_context(w)
+    _check_experts(w)
+    _check_params(w)
+
+
+def _check_size(w: Workload, topo: TopologyConfig) -> None:
+    n = w.parallelism.num_gpus
     if n > topo.max_gpus:
-        raise ConfigError("parallelism", f"tp*pp*dp*cp = {n}",
+        raise ConfigError("parallelism", f"tensor*pipeline*data*context = {n}",
                           f"needs at most the topology's {topo.max_gpus} GPUs ({topo.name})")
-    scale_up = topo.tiers[0].size
-    if p.tensor > scale_up:
+
+
+def _check_domain(w: Workload, topo: TopologyConfig) -> None:
+    p = w.parallelism
+    domain = topo.tiers[0]
+    if p.tensor > domain.size or domain.size % p.tensor:
         raise ConfigError("parallelism.tensor", p.tensor,
-                          f"the TP group must sit inside one {topo.tiers[0].name} domain "
-                          f"of {scale_up} GPUs")
-    _divides("parallelism.tensor", p.tensor, m.num_attention_heads, "model.num_attention_heads")
-    _divides("parallelism.tensor", p.tensor, m.groups, "model.num_query_groups")
-    _divides("parallelism.tensor", p.tensor, m.ffn, "model.ffn_hidden_size")
+                          f"the TP group must sit inside one {domain.name} domain of "
+                          f"{domain.size} GPUs: tensor must divide {domain.size}")
+    if w.training.precision == "fp8" and topo.gpu.peak_tflops.fp8 is None:
+        raise ConfigError("training.precision", "fp8",
+                          f"{topo.gpu.name} has no fp8 tensor cores (gpu.peak_tflops.fp8 "
+                          "is not set); use bf16 or fp16")
+
+
+def _check_tensor(w: Workload) -> None:
+    m, p = w.model, w.parallelism
+    t = p.tensor
+    _divides("parallelism.tensor", t, m.num_attention_heads, "model.num_attention_heads")
+    _divides("parallelism.tensor", t, m.groups, "model.num_query_groups",
+             ": each TP rank holds whole KV heads (they are not replicated)")
+    _divides("parallelism.tensor", t, m.ffn, "model.ffn_hidden_size")
+    if m.moe is not None and m.moe.shared_expert_ffn_hidden_size:
+        _divides("parallelism.tensor", t, m.moe.shared_expert_ffn_hidden_size,
+                 "model.moe.shared_expert_ffn_hidden_size")
+    if p.sequence_parallel and t > 1 and m.seq_length % (t * p.context):
+        raise ConfigError("model.seq_length", m.seq_length,
+                          f"must be divisible by tensor * context ({t} * {p.context}) with "
+                          "sequence_parallel: each TP rank holds an equal sequence shard")
+
+
+def _check_batch(w: Workload) -> None:
+    m, p, tr = w.model, w.parallelism, w.training
     per = tr.micro_batch_size * p.data
     if tr.global_batch_size % per:
         raise ConfigError("training.global_batch_size", tr.global_batch_size,
                           f"must be divisible by micro_batch_size * data "
                           f"({tr.micro_batch_size} * {p.data} = {per})")
-    if p.pipeline_schedule == "interleaved" and w.num_microbatches % p.pipeline:
+    tokens = tr.micro_batch_size * m.seq_length
+    if tokens > MAX_TOKENS:
+        raise ConfigError("training.micro_batch_size", tr.micro_batch_size,
+                          f"micro_batch_size * seq_length ({tokens}) must be at most "
+                          f"{MAX_TOKENS} tokens")
+    phases = p.pipeline * p.vp * w.num_microbatches
+    if phases > MAX_PHASES:
         raise ConfigError("training.global_batch_size", tr.global_batch_size,
-                          f"interleaved schedule needs the micro-batch count "
-                          f"({w.num_microbatches}) to be a multiple of pipeline ({p.pipeline})")
+                          f"gives pipeline * virtual_pipeline * micro-batches = {phases} "
+                          f"phases per step; the engine replays at most {MAX_PHASES} "
+                          "(raise micro_batch_size or data, or lower global_batch_size)")
+
+
+def _check_pipeline(w: Workload) -> None:
+    from ..workload.partition import partition_layers  # workload imports config
+
+    m, p = w.model, w.parallelism
     if p.pipeline * p.vp > m.num_layers:
         raise ConfigError("parallelism.pipeline", p.pipeline,
-                          f"pipeline * virtual_pipeline must not exceed num_layers "
-                          f"({m.num_layers})")
-    _check_context(w)
-    _check_experts(w)
+                          f"pipeline * virtual_pipeline ({p.pipeline} * {p.vp}) must not "
+                          f"exceed num_layers ({m.num_layers})")
+    if p.pipeline_schedule == "interleaved" and w.num_microbatches % p.pipeline:
+        raise ConfigError("training.global_batch_size", w.training.global_batch_size,
+                          f"interleaved schedule needs the micro-batch count "
+                          f"({w.num_microbatches}) to be a multiple of pipeline ({p.pipeline})")
+    partition_layers(w)
 
 
 def _check_context(w: Workload) -> None:
@@ -54,6 +131,9 @@ def _check_context(w: Workload) -> None:
     c = p.context
     if c == 1:
         return
+    if not w.training.use_flash_attn:
+        raise ConfigError("training.use_flash_attn", False,
+                          f"context parallelism (context={c}) needs fused (flash) attention")
     chunks = 2 * c if p.context_parallel_algo in ("ring_zigzag", "hybrid") else c
     if m.seq_length % chunks:
         raise ConfigError("model.seq_length", m.seq_length,
@@ -79,3 +159,19 @@ def _check_experts(w: Workload) -> None:
         raise ConfigError("parallelism.expert", p.expert,
                           f"expert * expert_tensor ({p.expert} * {p.etp}) must divide "
                           f"tensor * context * data ({fold})")
+    _divides("parallelism.expert_tensor", p.etp, m.moe.ffn_hidden_size or m.ffn,
+             "the expert FFN width (model.moe.ffn_hidden_size)")
+
+
+def _check_params(w: Workload) -> None:
+    from ..memory.parameters import stage_params  # memory imports config
+    from ..workload.partition import partition_layers
+
+    part = partition_layers(w)
+    deepest = max(range(part.num_stages), key=part.stage_layers)
+    for stage in sorted({0, deepest, part.num_stages - 1}):  # embedding, layers, output
+        n = stage_params(w, part, stage).total
+        if n > MAX_PARAMS_PER_GPU:
+            raise ConfigError("model", f"{n:.3g} parameters per GPU on stage {stage}",
+                              f"at most {MAX_PARAMS_PER_GPU:.0e} are modelled (2 TB of bf16 "
+                              "weights): add tensor, pipeline or expert parallelism")

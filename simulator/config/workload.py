@@ -15,7 +15,18 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from ..errors import ConfigError
 
-Strict = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+Strict = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
+
+# Upper bounds far beyond any published model (DeepNet trained 1,000 layers; the
+# longest contexts are ~10M tokens; the widest models ~30k hidden). They exist so
+# that a mistyped size gets a clear error instead of exhausting memory or
+# overflowing float64 somewhere downstream.
+MAX_LAYERS = 10_000
+MAX_WIDTH = 2**20  # hidden, per-head and attention-head counts
+MAX_FFN = 2**24  # FFN widths, vocabulary
+MAX_TOKENS = 2**30  # sequence length, and micro-batch size times sequence length
+MAX_EXPERTS = 2**16
+MAX_BATCH = 2**40  # sequences per step
 
 
 class MoEConfig(BaseModel):
@@ -23,10 +34,10 @@ class MoEConfig(BaseModel):
 
     model_config = Strict
 
-    num_experts: PositiveInt
+    num_experts: PositiveInt = Field(le=MAX_EXPERTS)
     router_topk: PositiveInt = 2
-    ffn_hidden_size: PositiveInt | None = None  # per expert; default: model ffn_hidden_size
-    shared_expert_ffn_hidden_size: int = Field(0, ge=0)
+    ffn_hidden_size: PositiveInt | None = Field(None, le=MAX_FFN)  # per expert; default: model's
+    shared_expert_ffn_hidden_size: int = Field(0, ge=0, le=MAX_FFN)
     layer_freq: PositiveInt = 1  # every k-th layer is MoE
     first_k_dense: int = Field(0, ge=0)  # dense layers before the first MoE layer
     capacity_factor: float | None = Field(None, gt=0)  # None = dropless
@@ -53,15 +64,15 @@ class ModelConfig(BaseModel):
     model_config = Strict
 
     name: str = "model"
-    num_layers: PositiveInt
-    hidden_size: PositiveInt
-    num_attention_heads: PositiveInt
-    num_query_groups: PositiveInt | None = None  # GQA; default = heads (MHA)
-    kv_channels: PositiveInt | None = None  # default hidden/heads
-    ffn_hidden_size: PositiveInt | None = None  # default 4*hidden
+    num_layers: PositiveInt = Field(le=MAX_LAYERS)
+    hidden_size: PositiveInt = Field(le=MAX_WIDTH)
+    num_attention_heads: PositiveInt = Field(le=MAX_WIDTH)
+    num_query_groups: PositiveInt | None = Field(None, le=MAX_WIDTH)  # GQA; default = heads
+    kv_channels: PositiveInt | None = Field(None, le=MAX_WIDTH)  # default hidden/heads
+    ffn_hidden_size: PositiveInt | None = Field(None, le=MAX_FFN)  # default 4*hidden
     gated_linear_unit: bool = False  # SwiGLU: three FFN matrices instead of two
-    vocab_size: PositiveInt
-    seq_length: PositiveInt
+    vocab_size: PositiveInt = Field(le=MAX_FFN)
+    seq_length: PositiveInt = Field(le=MAX_TOKENS)
     untie_embeddings_and_output_weights: bool = False
     moe: MoEConfig | None = None
 
@@ -146,8 +157,8 @@ class TrainingConfig(BaseModel):
 
     model_config = Strict
 
-    global_batch_size: PositiveInt
-    micro_batch_size: PositiveInt = 1
+    global_batch_size: PositiveInt = Field(le=MAX_BATCH)
+    micro_batch_size: PositiveInt = Field(1, le=MAX_TOKENS)
     recompute: Literal["none", "selective", "full"] = "none"
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"
     distributed_optimizer: bool = True
