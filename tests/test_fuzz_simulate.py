@@ -1,0 +1,243 @@
+"""Fuzz ``simulate`` with arbitrary workload and topology documents.
+
+Property: every document either simulates to a result whose numbers are sane
+(positive finite step time, bubble in [0, 1), no exposed communication longer
+than the step, finite positive memory, no NaN or infinity anywhere) or raises
+:class:`ConfigError` with a one-line message. Never another exception.
+
+Documents start from a small valid configuration (few layers, small hidden,
+small batch, so each simulation takes milliseconds) and are then mutated:
+a field set to an "evil" value (0, negative, huge, wrong type, NaN, ...), a
+key deleted, or an unknown key added.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simulator import ConfigError, simulate
+
+EVIL = st.one_of(
+    st.sampled_from([0, -1, -8, 3, 7, 2**31, 2**63, 10**30, 1.5, -0.5, 1e-300, 1e300,
+                     float("inf"), float("-inf"), float("nan"), "", "x", "8", True, False,
+                     None, [], {}, [1], {"a": 1}]),
+    st.integers(-(10**20), 10**20),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
+EXTREME = st.sampled_from([0, -1, 1e-300, 1e300, float("inf"), float("-inf"), float("nan"),
+                           2**63, 10**30, 10**6, 1e-9, 0.5])
+ABSENT = object()  # an optional key left out of the document
+
+
+def _fill(draw, out: dict, options: dict[str, list]) -> dict:
+    """Set each optional key to one of its values, or leave it out (one draw per key)."""
+    for key, values in options.items():
+        value = draw(st.sampled_from([ABSENT, *values]))
+        if value is not ABSENT:
+            out[key] = value
+    return out
+
+
+MOE = {"router_topk": [1, 2, 4], "ffn_hidden_size": [8, 96],
+       "shared_expert_ffn_hidden_size": [0, 32], "layer_freq": [1, 2], "first_k_dense": [0, 3],
+       "capacity_factor": [None, 1.25], "router_load": ["uniform", "skewed"],
+       "router_skew": [0.0, 2.0], "balancing": ["none", "aux_loss", "aux_free_bias"]}
+MODEL = {"kv_channels": [8, 64], "ffn_hidden_size": [8, 96, 256],
+         "gated_linear_unit": [True, False], "untie_embeddings_and_output_weights": [True]}
+PARALLEL = {"context": [1, 2, 4, 3], "context_parallel_algo": ["ring", "ulysses", "hybrid"],
+            "expert": [1, 2, 4, 8], "expert_tensor": [1, 2], "sequence_parallel": [True, False],
+            "decoder_first_pipeline_num_layers": [1, 3],
+            "decoder_last_pipeline_num_layers": [1, 2],
+            "rank_order": ["tp-dp-ep-pp-cp"]}
+TRAINING = {"micro_batch_size": [1, 2, 4], "recompute": ["selective", "full"],
+            "precision": ["fp16", "fp8"], "distributed_optimizer": [False],
+            "overlap_grad_reduce": [False], "overlap_param_gather": [False],
+            "tp_comm_overlap": [True], "use_flash_attn": [False], "seed": [1, 2**32]}
+GPU = {"gemm_efficiency": [0.01, 1.0], "attention_efficiency": [0.01, 1.0],
+       "memory_bandwidth_efficiency": [0.3, 1.0], "fp8_gemm_efficiency": [0.5],
+       "gemm_half_dim": [0.0, 1e-6, 1000.0], "kernel_overhead_us": [0.0, 100.0],
+       "framework_memory_GB": [0.0, 10.0]}
+TIER = {"latency_us": [0.0, 50.0], "efficiency": [0.01, 1.0], "oversubscription": [1.0, 8.0],
+        "nvls_busbw_GBps": [1.0, 480.0], "alltoall_efficiency": [0.01, 1.0],
+        "half_bandwidth_MB": [0.0, 1e-9, 500.0], "curve_exponent": [0.05, 1.0, 3.0]}
+
+
+def _divisors(n: int, of: list[int]) -> list[int]:
+    return [d for d in of if n % d == 0] or [1]
+
+
+@st.composite
+def parallel_doc(draw, valid: bool, layers: int, heads: int, moe: dict | None) -> dict:
+    """Parallel degrees; ``valid`` keeps to plans the cross-field rules accept."""
+    degrees = [1, 2, 4, 8, 3, 16]
+    if not valid:
+        par = _fill(draw, {k: draw(st.sampled_from(degrees))
+                           for k in ("tensor", "pipeline", "data")}, PARALLEL)
+        schedule = draw(st.sampled_from(["1f1b", "gpipe", "interleaved"]))
+        par["pipeline_schedule"] = schedule
+        if schedule == "interleaved":
+            par["virtual_pipeline"] = draw(st.sampled_from([2, 3]))
+        return par
+    tp = draw(st.sampled_from(_divisors(heads, [1, 2, 4])))
+    pp = draw(st.sampled_from([p for p in (1, 2, 4) if p <= layers]))
+    par = {"tensor": tp, "pipeline": pp, "data": draw(st.sampled_from([1, 2, 4])),
+           "sequence_parallel": draw(st.booleans()),
+           "context": draw(st.sampled_from([1, 1, 2])),
+           "pipeline_schedule": draw(st.sampled_from(["1f1b", "gpipe", "interleaved"]))}
+    if par["pipeline_schedule"] == "interleaved":
+        if 2 * pp <= layers and pp > 1:
+            par["virtual_pipeline"] = 2
+        else:
+            par["pipeline_schedule"] = "1f1b"
+    if moe is not None:
+        fold = tp * par["context"] * par["data"]
+        par["expert"] = draw(st.sampled_from(_divisors(moe["num_experts"],
+                                                       _divisors(fold, [1, 2, 4, 8]))))
+        par["expert_tensor"] = draw(st.sampled_from(_divisors(fold // par["expert"], [1, tp])))
+    return par
+
+
+@st.composite
+def workload_doc(draw, valid: bool) -> dict:
+    """A small workload; ``valid`` ones respect the cross-field rules (before mutation)."""
+    heads = draw(st.sampled_from([4, 1, 2, 8, 12]))
+    layers = draw(st.sampled_from([4, 1, 2, 3, 5, 8]))
+    model = _fill(draw, {
+        "num_layers": layers, "hidden_size": heads * draw(st.sampled_from([16, 8, 64])),
+        "num_attention_heads": heads, "vocab_size": draw(st.sampled_from([1000, 1, 4999])),
+        "seq_length": draw(st.sampled_from([256, 64, 1024, 4096] if valid
+                                           else [256, 1, 3, 64, 1024, 4096])),
+    }, MODEL)
+    if valid:
+        model["num_query_groups"] = draw(st.sampled_from(_divisors(heads, [heads, 4, 2])))
+        model.pop("ffn_hidden_size", None)
+    if draw(st.booleans()):
+        experts = draw(st.sampled_from([8, 1, 2, 16]))
+        model["moe"] = _fill(draw, {"num_experts": experts}, MOE)
+        if valid:
+            model["moe"]["router_topk"] = min(experts, model["moe"].get("router_topk", 2))
+    par = draw(parallel_doc(valid, layers, heads, model.get("moe")))
+    training = _fill(draw, {}, TRAINING)
+    if valid:
+        training.pop("use_flash_attn", None)
+    per_step = training.get("micro_batch_size", 1) * par["data"]
+    many = per_step * par["pipeline"] * draw(st.sampled_from([1, 2, 3]))
+    training["global_batch_size"] = many if valid else draw(st.sampled_from([many, 1, 7]))
+    return {"model": model, "parallelism": par, "training": training}
+
+
+@st.composite
+def topology_doc(draw, gpus_needed: int, domain: int, valid: bool) -> dict:
+    gpu = _fill(draw, {"name": "G",
+                       "peak_tflops": _fill(draw, {"bf16": draw(st.sampled_from([989.0, 1.0]))},
+                                            {"fp8": [1979.0]}),
+                       "hbm_GB": draw(st.sampled_from([80.0, 1.0, 300.0])),
+                       "hbm_bandwidth_TBps": draw(st.sampled_from([3.35, 0.1]))}, GPU)
+    size = max(draw(st.sampled_from([8, 1, 2, 4, 72])), domain)
+    tiers = []
+    for i in range(draw(st.sampled_from([3, 1, 2]))):
+        if i:
+            size *= draw(st.sampled_from([32, 2, 1000]))
+        tiers.append(_fill(draw, {"name": f"t{i}", "size": size,
+                                  "bandwidth_GBps": draw(st.sampled_from([50.0, 0.1, 2000.0]))},
+                           TIER))
+    if valid or draw(st.booleans()):  # make the cluster big enough for the plan
+        tiers[-1]["size"] = size * max(1, -(-gpus_needed // size))
+    return {"name": "fuzz", "gpu": gpu, "tiers": tiers}
+
+
+def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
+    out = [prefix] if prefix else []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out += _paths(v, (*prefix, i))
+    return out
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _mutate(draw, doc: dict) -> None:
+    """Apply one mutation in place: push a number to an extreme, set an evil value of any
+    type, delete a key, or add an unknown one."""
+    action = draw(st.sampled_from(["extreme", "extreme", "set", "delete", "unknown"]))
+    paths = _paths(doc)
+    if action == "extreme":
+        paths = [p for p in paths if _is_number(_get(doc, p))] or paths
+    path = draw(st.sampled_from(paths))
+    parent = _get(doc, path[:-1])
+    if action == "extreme":
+        parent[path[-1]] = draw(EXTREME)
+    elif action == "set":
+        parent[path[-1]] = draw(EVIL)
+    elif action == "delete" and isinstance(parent, dict):
+        del parent[path[-1]]
+    elif isinstance(parent, dict):
+        parent[draw(st.sampled_from(["tensr", "nmu_layers", "bandwdith_GBps", "x"]))] = 1
+
+
+def _get(doc: Any, path: tuple) -> Any:
+    for part in path:
+        doc = doc[part]
+    return doc
+
+
+@st.composite
+def documents(draw) -> tuple[dict, dict]:
+    valid = draw(st.booleans())
+    w = draw(workload_doc(valid))
+    p = w["parallelism"]
+    t = draw(topology_doc(p["tensor"] * p["pipeline"] * p["data"] * p.get("context", 1),
+                          p["tensor"], valid))
+    for _ in range(draw(st.sampled_from([0, 0, 1, 1, 1, 2, 3]))):
+        _mutate(draw, draw(st.sampled_from([w, t])))
+    return w, t
+
+
+def _finite_numbers(node: Any, path: str = "") -> None:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _finite_numbers(v, f"{path}.{k}")
+    elif isinstance(node, list | tuple):
+        for i, v in enumerate(node):
+            _finite_numbers(v, f"{path}.{i}")
+    elif isinstance(node, float):
+        assert math.isfinite(node), f"{path} = {node}"
+
+
+def check_invariants(r) -> None:
+    _finite_numbers(r.to_dict())
+    assert r.step_time_s > 0
+    assert 0.0 <= r.bubble_fraction < 1.0
+    for axis, t in r.exposed_comm_s.items():
+        assert 0.0 <= t <= r.step_time_s * (1 + 1e-9), (axis, t, r.step_time_s)
+    assert sum(r.breakdown_s.values()) <= r.step_time_s * (1 + 1e-6) + 1e-12
+    assert r.memory_per_gpu_GB > 0
+    assert r.tokens_per_s > 0
+
+
+def simulate_or_config_error(w: dict, t: dict) -> None:
+    try:
+        r = simulate(w, t)
+    except ConfigError as exc:
+        text = exc.message()
+        assert text and "\n" not in text, text
+        assert exc.field
+        return
+    check_invariants(r)
+
+
+@settings(max_examples=2000, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.filter_too_much])
+@given(documents())
+def test_any_document_simulates_sanely_or_raises_config_error(docs):
+    simulate_or_config_error(*docs)
