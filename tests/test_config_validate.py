@@ -110,6 +110,10 @@ SCHEMA = {
                    "must order tp, cp, ep, dp, pp once each"),
     "layers-bounded": ({"model.num_layers": 10**9}, "model.num_layers",
                        "less than or equal to 10000"),
+    "capacity-bounded": ({**MOE, "model.moe.capacity_factor": 1e300}, "model.moe.capacity_factor",
+                         "less than or equal to 1000"),
+    "skew-bounded": ({**MOE, "model.moe.router_skew": 1e6}, "model.moe.router_skew",
+                     "less than or equal to 100"),
     "nan-refused": ({"model.moe.num_experts": 8, "model.moe.capacity_factor": float("nan")},
                     "model.moe.capacity_factor", "finite number"),
 }

@@ -44,7 +44,8 @@ def _fill(draw, out: dict, options: dict[str, list]) -> dict:
 
 MOE = {"router_topk": [1, 2, 4], "ffn_hidden_size": [8, 96],
        "shared_expert_ffn_hidden_size": [0, 32], "layer_freq": [1, 2], "first_k_dense": [0, 3],
-       "capacity_factor": [None, 1.25], "router_load": ["uniform", "skewed"],
+       "capacity_factor": [None, 1.25], "router_load": ["uniform", "skewed", "trace"],
+       "router_trace": ["no-such-trace.csv"], "max_nodes_per_token": [1, 4],
        "router_skew": [0.0, 2.0], "balancing": ["none", "aux_loss", "aux_free_bias"]}
 MODEL = {"kv_channels": [8, 64], "ffn_hidden_size": [8, 96, 256],
          "gated_linear_unit": [True, False], "untie_embeddings_and_output_weights": [True]}

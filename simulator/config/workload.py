@@ -40,10 +40,11 @@ class MoEConfig(BaseModel):
     shared_expert_ffn_hidden_size: int = Field(0, ge=0, le=MAX_FFN)
     layer_freq: PositiveInt = 1  # every k-th layer is MoE
     first_k_dense: int = Field(0, ge=0)  # dense layers before the first MoE layer
-    capacity_factor: float | None = Field(None, gt=0)  # None = dropless
+    # None = dropless; above num_experts/router_topk nothing is ever dropped.
+    capacity_factor: float | None = Field(None, gt=0, le=1000)
     max_nodes_per_token: PositiveInt | None = None  # DeepSeek-V3 node-limited routing
     router_load: Literal["uniform", "skewed", "trace"] = "uniform"
-    router_skew: float = Field(0.0, ge=0)
+    router_skew: float = Field(0.0, ge=0, le=100)  # log-normal sigma; real routers: 0-3
     router_trace: str | None = None
     balancing: Literal["none", "aux_loss", "aux_free_bias"] = "none"
 
