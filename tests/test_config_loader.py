@@ -166,8 +166,8 @@ def test_binary_file_is_refused(tmp_path):
 
 
 def test_deep_nesting_is_refused(tmp_path):
-    exc = _error(tmp_path, "[" * 3000 + "]" * 3000 + "\n")
-    assert exc.field == "document"
+    exc = _error(tmp_path, "model: " + "[" * 600 + "]" * 600 + "\n")
+    assert exc.field == "document" and "nested too deeply" in exc.message()
 
 
 def test_unknown_shipped_name_suggests():
