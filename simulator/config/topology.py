@@ -51,6 +51,9 @@ class GPUConfig(BaseModel):
     memory_bandwidth_efficiency: Fraction = 0.85
     kernel_overhead_us: Amount = 4.0  # launch + tail per kernel
     framework_memory_GB: Amount = 3.0  # CUDA context, allocator, NCCL buffers
+    # Fraction of compute throughput lost while a collective runs beside it (the SMs
+    # and HBM bandwidth NCCL's kernels take); 0 = overlap is free.
+    comm_overlap_slowdown: Annotated[float, Field(ge=0, le=1)] = 0.0
     sources: dict[str, str] = {}
 
 

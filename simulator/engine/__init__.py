@@ -21,7 +21,9 @@ Streams per simulated rank and their dependencies:
   released evenly over the last micro-batch's backward of that chunk
   (Megatron's bucketed DDP); otherwise all at the end of the pipeline. Since
   gradient sync never blocks compute here, this stream is computed after the
-  SimPy replay from the recorded release times (no events of its own).
+  SimPy replay from the recorded release times (no events of its own). The
+  backward it overlapped ran ``overlap_slowdown`` slower for the overlapped
+  time (SMs and HBM taken by NCCL), which delays the stage's end.
 * then the optimizer step, then the parameter all-gather (distributed
   optimizer), overlapped with the next step's warm-up forwards when
   ``overlap_param_gather``.

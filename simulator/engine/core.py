@@ -42,6 +42,7 @@ class EngineInput:
     param_gather: np.ndarray
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
+    overlap_slowdown: float = 0.0  # compute lost while DP comm overlaps it (fraction)
 
 
 @dataclass
@@ -158,12 +159,14 @@ class _Sim:
         served after the replay, in release order, without events of its own.
         """
         inp, st_ = self.inp, self.stats[s]
-        now = 0.0
+        now = overlapped = 0.0
         for ready, t, c in sorted(self.dp_jobs[s], key=lambda j: j[0]):
             start = max(now, ready)
             now = start + t
+            overlapped += max(0.0, min(now, st_.pipeline_end) - start)
             self.records.append(Record(s, "dp", "grad_sync", start, now, -1, c))
-        st_.grads_synced = max(now, st_.pipeline_end)
+        # Buckets that ran beside the backward slowed it (SMs and HBM taken by NCCL).
+        st_.grads_synced = max(now, st_.pipeline_end + inp.overlap_slowdown * overlapped)
         st_.optimizer = float(inp.optimizer[s])
         start = st_.grads_synced
         self.records.append(Record(s, "optimizer", "optimizer", start, start + st_.optimizer,

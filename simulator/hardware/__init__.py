@@ -37,6 +37,7 @@ class GPU:
     memory_bandwidth_efficiency: float
     kernel_overhead_s: float
     framework_memory_bytes: float
+    comm_overlap_slowdown: float = 0.0
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for ``dtype``; raises ConfigError if the GPU lacks it."""
@@ -157,6 +158,7 @@ class Topology:
             memory_bandwidth_efficiency=g.memory_bandwidth_efficiency,
             kernel_overhead_s=g.kernel_overhead_us * US,
             framework_memory_bytes=g.framework_memory_GB * GB,
+            comm_overlap_slowdown=g.comm_overlap_slowdown,
         )
         return Topology(name=cfg.name, gpu=gpu, tiers=tuple(_tier(t) for t in cfg.tiers))
 

@@ -15,6 +15,9 @@ their own stream and leave only their *exposed* part on the critical path:
   "Overlap Communication with Dependent Computation via Decomposition"):
   exposed ``max(0, comm - gemm)``;
 * everything else is exposed in full.
+
+Overlap is not free: the GEMM under a collective runs ``comm_overlap_slowdown``
+slower for the overlapped time (SMs and HBM taken by the collective's kernels).
 """
 
 from __future__ import annotations
@@ -99,6 +102,7 @@ def cost_ops(ops: list[Op], ctx: CostContext) -> Phase:
     """Time a straight-line op list (one layer), with TP overlap where enabled."""
     times = [op_time(o, ctx) for o in ops]
     hidden = _overlap_partners(ops, ctx.tp_overlap)
+    kappa = ctx.topo.gpu.comm_overlap_slowdown
     ph = Phase()
     t = 0.0
     for i, (op, dur) in enumerate(zip(ops, times, strict=True)):
@@ -107,7 +111,7 @@ def cost_ops(ops: list[Op], ctx: CostContext) -> Phase:
             continue
         if op.kind == "comm":
             pair = hidden.get(i)
-            exposed = dur if pair is None else max(0.0, dur - pair[1] * times[pair[0]])
+            exposed = dur if pair is None else _exposed(dur, pair[1] * times[pair[0]], kappa)
             start = t if pair is None else _partner_start(ph, ops[pair[0]].name, t)
             ph.ops.append(TimedOp(op.name, op.axis, start, dur, 0.0, op.nbytes))
             ph.exposed[op.axis] = ph.exposed.get(op.axis, 0.0) + exposed
@@ -120,6 +124,17 @@ def cost_ops(ops: list[Op], ctx: CostContext) -> Phase:
         t += dur
     ph.duration = t
     return ph
+
+
+def _exposed(comm: float, hiding: float, kappa: float) -> float:
+    """Critical-path seconds of a collective overlapped with ``hiding`` seconds of compute.
+
+    ``max(0, comm - hiding)`` stays exposed, and the compute it overlaps runs
+    ``kappa`` slower for the overlapped time, because the collective's kernels
+    occupy SMs and HBM bandwidth (``gpu.comm_overlap_slowdown``; NCCL runs one
+    thread block per channel, each on its own SM).
+    """
+    return max(0.0, comm - hiding) + kappa * min(comm, hiding)
 
 
 def _context_attention(ph: Phase, op: Op, ctx: CostContext, t: float) -> float:

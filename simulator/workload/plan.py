@@ -221,4 +221,5 @@ def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
         fwd=fwd, bwd=bwd, p2p=np.full(P, p2p), dp_buckets=buckets,
         optimizer=np.array(opt), param_gather=np.array(ag),
         overlap_grad_reduce=tr.overlap_grad_reduce,
-        overlap_param_gather=tr.overlap_param_gather)
+        overlap_param_gather=tr.overlap_param_gather,
+        overlap_slowdown=topo.gpu.comm_overlap_slowdown)
