@@ -24,6 +24,9 @@ def run(args: argparse.Namespace) -> int:
     result, _, _ = simulate_resolved(w, t)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
+    if not result.fits_in_memory and args.format == "table":
+        print("warning: the plan does not fit in GPU memory; its timing assumes it did "
+              "(see `clustersim memory`)", file=sys.stderr)
     if args.format == "json":
         sys.stdout.write(result.to_json() + "\n")
     else:

@@ -106,5 +106,6 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         breakdown_s={"compute": compute, **exposed, "bubble": bubble},
         memory_per_gpu_GB=memory.memory_per_gpu_GB, fits_in_memory=memory.fits,
         memory_breakdown_GB=memory.worst.breakdown_GB(), imbalance=imbalance,
-        critical_stage=crit, events=run.events, notes=list(plan.notes),
+        critical_stage=crit, events=run.events,
+        notes=list(plan.notes) + ([] if memory.fits else [f"does not fit: {memory.explain()}"]),
     )
