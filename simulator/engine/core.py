@@ -21,6 +21,7 @@ class Record(NamedTuple):
     end: float
     mb: int
     chunk: int
+    nbytes: float = 0.0  # bytes moved (transfers and collectives)
 
 
 @dataclass
@@ -43,6 +44,9 @@ class EngineInput:
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     overlap_slowdown: float = 0.0  # compute lost while DP comm overlaps it (fraction)
+    p2p_bytes: float = 0.0  # one activation / gradient transfer
+    dp_bucket_bytes: list[list[list[float]]] | None = None  # like dp_buckets
+    param_gather_bytes: np.ndarray | None = None  # per stage
 
 
 @dataclass
@@ -75,7 +79,7 @@ class _Sim:
         self.arrive: dict[tuple, simpy.Event] = {}
         self.sent_at: dict[tuple, float] = {}  # compute end of the producer
         self.link_free = [0.0] * self.p
-        self.dp_jobs: list[list[tuple[float, float, int]]] = [[] for _ in range(self.p)]
+        self.dp_jobs: list[list[tuple[float, float, int, float]]] = [[] for _ in range(self.p)]
         self.records: list[Record] = []
         self.stats = [StageStats() for _ in range(self.p)]
 
@@ -109,7 +113,7 @@ class _Sim:
         start = max(now, self.link_free[s])
         end = start + float(self.inp.p2p[s])
         self.link_free[s] = end
-        self.records.append(Record(s, "pp", name, start, end, mb, chunk))
+        self.records.append(Record(s, "pp", name, start, end, mb, chunk, self.inp.p2p_bytes))
         arrival = self.event(key)
         self.env.timeout(end - now).callbacks.append(lambda _ev, a=arrival: a.succeed())
 
@@ -148,9 +152,10 @@ class _Sim:
     def release(self, s: int, c: int, start: float, dur: float) -> None:
         """Queue chunk c's gradient buckets, ready evenly over its last backward."""
         buckets = self.inp.dp_buckets[s][c]
+        sizes = self.inp.dp_bucket_bytes[s][c] if self.inp.dp_bucket_bytes else [0.0] * len(buckets)
         n = len(buckets)
-        for i, t in enumerate(buckets):
-            self.dp_jobs[s].append((start + dur * (i + 1) / n, t, c))
+        for i, (t, size) in enumerate(zip(buckets, sizes, strict=True)):
+            self.dp_jobs[s].append((start + dur * (i + 1) / n, t, c, size))
 
     def tail(self, s: int) -> None:
         """DP stream (FIFO by release time), optimizer, exposed parameter all-gather.
@@ -160,11 +165,11 @@ class _Sim:
         """
         inp, st_ = self.inp, self.stats[s]
         now = overlapped = 0.0
-        for ready, t, c in sorted(self.dp_jobs[s], key=lambda j: j[0]):
+        for ready, t, c, size in sorted(self.dp_jobs[s], key=lambda j: j[0]):
             start = max(now, ready)
             now = start + t
             overlapped += max(0.0, min(now, st_.pipeline_end) - start)
-            self.records.append(Record(s, "dp", "grad_sync", start, now, -1, c))
+            self.records.append(Record(s, "dp", "grad_sync", start, now, -1, c, size))
         # Buckets that ran beside the backward slowed it (SMs and HBM taken by NCCL).
         st_.grads_synced = max(now, st_.pipeline_end + inp.overlap_slowdown * overlapped)
         st_.optimizer = float(inp.optimizer[s])
@@ -179,7 +184,8 @@ class _Sim:
         else:
             exposed = ag
         if ag > 0:
-            self.records.append(Record(s, "dp", "param_gather", start, start + ag, -1, -1))
+            size = float(inp.param_gather_bytes[s]) if inp.param_gather_bytes is not None else 0.0
+            self.records.append(Record(s, "dp", "param_gather", start, start + ag, -1, -1, size))
         st_.param_gather_exposed = exposed
         st_.end = start + exposed
 

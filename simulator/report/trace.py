@@ -141,7 +141,7 @@ def _send(out: _Writer, plan: Any, r: Any, pid: int, starts: dict) -> None:
     what = "activation" if phase == "F" else "gradient"
     ts, te = out.slice(f"send {what} mb {r.mb} -> stage {dst}", "pp", pid, "pp",
                        _us(r.start), _us(r.end),
-                       {"bytes": _p2p_bytes(plan), "microbatch": r.mb, "chunk": r.chunk,
+                       {"bytes": r.nbytes, "microbatch": r.mb, "chunk": r.chunk,
                         "to_stage": dst, "to_chunk": chunk})
     consumer = starts.get((dst, phase, r.mb, chunk)) if 0 <= chunk < V else None
     if consumer is None:
@@ -155,34 +155,17 @@ def _send(out: _Writer, plan: Any, r: Any, pid: int, starts: dict) -> None:
 
 def _dp(out: _Writer, plan: Any, r: Any, pid: int) -> None:
     dist = plan.workload.training.distributed_optimizer
-    params = _stage_params(plan, r.stage)
     if r.name == "grad_sync":
         name = f"grad {'reduce-scatter' if dist else 'all-reduce'} chunk {r.chunk}"
-        args = {"chunk": r.chunk, "stage_grad_bytes": params * _const("GRAD_BYTES", 4)}
+        args = {"chunk": r.chunk, "bytes": r.nbytes}
     else:
         name = "param all-gather"
-        args = {"bytes": params * _const("PARAM_BYTES", 2),
-                "note": "overlaps the next step's first forwards"}
+        args = {"bytes": r.nbytes, "note": "overlaps the next step's first forwards"}
     out.slice(name, "dp", pid, "dp", _us(r.start), _us(r.end), args)
 
 
-def _const(name: str, default: float) -> float:
-    from ..workload import plan as plan_mod
-
-    return float(getattr(plan_mod, name, default))
-
-
 def _stage_params(plan: Any, stage: int) -> float:
-    sp = plan.stage_params[stage]
-    return float(getattr(sp, "total", sp))
-
-
-def _p2p_bytes(plan: Any) -> float:
-    """One boundary activation (sequence-parallel shard), as the plan's p2p costs it."""
-    from ..workload.ops import dims
-
-    x = dims(plan.workload)
-    return float(x.Tn * x.h * x.e)
+    return float(plan.stage_params[stage].total)
 
 
 def _metadata(plan: Any, used: set[tuple[int, int]]) -> list[dict[str, Any]]:

@@ -171,8 +171,8 @@ def _moe_imbalance(moe: MoECost) -> dict[str, float]:
 
 
 def _buckets(params: float, dp: int, group: Placement, topo: Topology, dist_opt: bool
-             ) -> list[float]:
-    """Gradient-sync time (s) of each DDP bucket of ``params`` elements.
+             ) -> list[tuple[float, float]]:
+    """(seconds, bytes) of each DDP bucket of a chunk holding ``params`` elements.
 
     Megatron-Core DDP buckets hold ``max(40e6, 1e6 * dp)`` parameters; each is
     reduce-scattered (distributed optimizer) or all-reduced in fp32.
@@ -182,8 +182,8 @@ def _buckets(params: float, dp: int, group: Placement, topo: Topology, dist_opt:
     size = max(40e6, 1e6 * dp)
     n = max(1, math.ceil(params / size))
     op = "reduce_scatter" if dist_opt else "all_reduce"
-    t = collective_time(op, params / n * GRAD_BYTES, group, topo)
-    return [t] * n
+    nbytes = params / n * GRAD_BYTES
+    return [(collective_time(op, nbytes, group, topo), nbytes)] * n
 
 
 def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
@@ -196,7 +196,7 @@ def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
     p2p = collective_time("send_recv", act, g["pp"], topo) if P > 1 else 0.0
     dense_shard = p.data * p.context if tr.distributed_optimizer else 1
     edp = g["edp"].size if tr.distributed_optimizer else 1
-    buckets, opt, ag = [], [], []
+    buckets, sizes, opt, ag, ag_bytes = [], [], [], [], []
     for s in range(P):
         sp = params[s]
         per_chunk = [sum(bld.part.layers[s][:c + 1]) - sum(bld.part.layers[s][:c])
@@ -209,17 +209,20 @@ def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
                                 tr.distributed_optimizer)
                        + _buckets(sp.expert * share, edp, g["edp"], topo,
                                   tr.distributed_optimizer))
-        buckets.append(row)
+        buckets.append([[t for t, _ in chunk] for chunk in row])
+        sizes.append([[b for _, b in chunk] for chunk in row])
         opt.append(optimizer_time(sp.dense / dense_shard + sp.expert / edp, topo.gpu))
         gather = 0.0
         if tr.distributed_optimizer:
             gather = collective_time("all_gather", sp.dense * PARAM_BYTES, g["dp_cp"], topo) \
                 + collective_time("all_gather", sp.expert * PARAM_BYTES, g["edp"], topo)
         ag.append(gather)
+        ag_bytes.append((sp.dense + sp.expert) * PARAM_BYTES if gather else 0.0)
     return EngineInput(
         schedule=build_schedule(p.pipeline_schedule, P, w.num_microbatches, V),
         fwd=fwd, bwd=bwd, p2p=np.full(P, p2p), dp_buckets=buckets,
         optimizer=np.array(opt), param_gather=np.array(ag),
         overlap_grad_reduce=tr.overlap_grad_reduce,
         overlap_param_gather=tr.overlap_param_gather,
-        overlap_slowdown=topo.gpu.comm_overlap_slowdown)
+        overlap_slowdown=topo.gpu.comm_overlap_slowdown, p2p_bytes=act if P > 1 else 0.0,
+        dp_bucket_bytes=sizes, param_gather_bytes=np.array(ag_bytes))
