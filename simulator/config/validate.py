@@ -34,7 +34,7 @@ from ..errors import ConfigError
 from .topology import TopologyConfig
 from .workload import MAX_TOKENS, Workload
 
-MAX_PHASES = 250_000  # pipeline * virtual_pipeline * micro-batches: ~10 s of engine time
+MAX_PHASES = 250_000  # pipeline * virtual_pipeline * micro-batches: ~5 s of dense engine time
 MAX_PARAMS_PER_GPU = 1e12  # 2 TB of bf16 weights, ten times any GPU's memory
 
 
