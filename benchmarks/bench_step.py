@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from simulator.api import resolve, simulate_resolved
+from simulator.io import atomic_write_text
 
 CASES = [
     ("llama3-405b", "dgx-h100", {}),
@@ -36,7 +37,7 @@ def time_case(workload: str, topology: str, overrides: dict, repeats: int) -> tu
     events = 0
     for _ in range(repeats):
         start = time.perf_counter()
-        result, _, run = simulate_resolved(w, t)
+        _, _, run = simulate_resolved(w, t)
         best = min(best, time.perf_counter() - start)
         events = run.events
     return best, events
@@ -74,7 +75,7 @@ def main() -> None:
     lines += ["", "Records are the intervals the engine emits (phases, p2p sends, gradient "
               "buckets, optimizer); the SimPy event count is of the same order. Cost grows "
               "with stages x micro-batches (and MoE router draws), not with GPU count.", ""]
-    OUT.write_text("\n".join(lines))
+    atomic_write_text(OUT, "\n".join(lines))
     print(f"wrote {OUT}")
 
 

@@ -25,8 +25,9 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO, Any
 
 from .errors import ConfigError
 
@@ -94,3 +95,12 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
     """Write ``text`` to ``path`` atomically (no newline translation)."""
     atomic_write_bytes(path, text.encode(encoding))
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], None],
+                 binary: bool = True) -> Path:
+    """Call ``write(fh)`` on a temporary file opened next to ``path``, then move it over."""
+    with atomic_path(path) as tmp, open(tmp, "wb" if binary else "w",
+                                        encoding=None if binary else "utf-8") as fh:
+        write(fh)
+    return Path(path)

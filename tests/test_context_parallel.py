@@ -9,8 +9,7 @@ import pytest
 
 from simulator import ConfigError, simulate
 from simulator.hardware import Topology
-from simulator.workload.context import (block_work, ring_attention, ring_replay,
-                                        ulysses_volume)
+from simulator.workload.context import block_work, ring_attention, ring_replay, ulysses_volume
 
 LONG = {"parallelism.context": 4, "parallelism.data": 1, "parallelism.tensor": 2,
         "parallelism.pipeline": 1, "model.seq_length": 32768,

@@ -105,8 +105,11 @@ def test_gqa_swiglu_and_cp_terms():
     # gated FFN stores 6*s*b*f bytes, a plain one 4*s*b*f
     plain = load_workload("llama3-8b", {**TP1, "model.gated_linear_unit": False})
     assert activation_bytes_per_layer(w) - activation_bytes_per_layer(plain) == 2 * s * f
-    expected = s * h * 10 + 2 * s * (4096 + 2 * 1024 + 4096) + 6 * s * f
+    # Llama trains without dropout: Korthikanti's 10sbh less the two 1-byte masks
+    expected = s * h * 8 + 2 * s * (4096 + 2 * 1024 + 4096) + 6 * s * f
     assert activation_bytes_per_layer(w) == expected
+    dropout = load_workload("llama3-8b", {**TP1, "model.hidden_dropout": 0.1})
+    assert activation_bytes_per_layer(dropout) - activation_bytes_per_layer(w) == 2 * s * h
     cp2 = load_workload("llama3-8b", {**TP1, "parallelism.context": 2})
     assert activation_bytes_per_layer(cp2) == pytest.approx(expected / 2)
 

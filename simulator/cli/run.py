@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..api import resolve, simulate_resolved
+from ..io import atomic_write_text
 from ..metrics import Result
 from .common import add_config_arguments, overrides
 
@@ -16,6 +17,8 @@ HELP = "simulate one training step of WORKLOAD on a topology"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p)
     p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("-o", "--output", metavar="PATH",
+                   help="also write the result as JSON to PATH (atomically)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
     if not result.fits_in_memory and args.format == "table":
         print("warning: the plan does not fit in GPU memory; its timing assumes it did "
               "(see `clustersim memory`)", file=sys.stderr)
+    if args.output:
+        atomic_write_text(args.output, result.to_json() + "\n")
     if args.format == "json":
         sys.stdout.write(result.to_json() + "\n")
     else:

@@ -75,6 +75,8 @@ class ModelConfig(BaseModel):
     vocab_size: PositiveInt = Field(le=MAX_FFN)
     seq_length: PositiveInt = Field(le=MAX_TOKENS)
     untie_embeddings_and_output_weights: bool = False
+    hidden_dropout: float = Field(0.1, ge=0, lt=1)  # Megatron default; Llama: 0
+    attention_dropout: float = Field(0.1, ge=0, lt=1)  # Megatron default; Llama: 0
     moe: MoEConfig | None = None
 
     @model_validator(mode="after")

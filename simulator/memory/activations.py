@@ -5,12 +5,14 @@ Korthikanti's accounting (Section 4.1) of one GPT layer, per micro-batch, is
 1-byte dropout masks. We split it into the parts the paper splits:
 
 * **replicated** ``10*s*b*h``: two norm inputs (2+2), QKV input (2), MLP input
-  (2), two dropout masks (1+1). Divided by ``t`` only with sequence parallelism.
+  (2), two dropout masks (1+1; none when ``hidden_dropout`` is 0, as in Llama).
+  Divided by ``t`` only with sequence parallelism.
 * **attention, TP-sharded**: Q ``2*s*b*a*d``, K and V ``2*s*b*g*d`` each (GQA:
   ``g`` query groups, ``d`` head dim; equals ``6*s*b*h`` for MHA), output
   projection input ``2*s*b*a*d``. Divided by ``t``.
 * **attention scores** ``5*a*s*s_kv*b`` (softmax output 2, dropout mask 1,
-  dropout output 2), divided by ``t``. Flash attention (``use_flash_attn``)
+  dropout output 2; only the softmax output, ``2*a*s*s_kv*b``, when
+  ``attention_dropout`` is 0), divided by ``t``. Flash attention (``use_flash_attn``)
   stores none of it, only softmax statistics (fp32 log-sum-exp, ``4*a*s*b``
   bytes, under 1% of the rest for head dims >= 64, neglected), so it has the
   same effect as selective recompute on this term.
@@ -113,12 +115,18 @@ def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
     h, t = m.hidden_size, par.tensor
     if mode == "full":
         return BYTES_16 * s * b * h / sp_div
-    replicated = 10.0 * s * b * h / sp_div
+    # Korthikanti's 10sbh holds two 1-byte dropout masks (after attention and
+    # after the MLP); a model trained without hidden dropout (Llama) keeps none.
+    masks = 2.0 if m.hidden_dropout > 0 else 0.0
+    replicated = (8.0 + masks) * s * b * h / sp_div
     qd, kvd = m.num_attention_heads * m.head_dim, m.groups * m.head_dim
     attention = BYTES_16 * s * b * (qd + 2 * kvd + qd) / t
     scores = 0.0
     if not tr.use_flash_attn and mode != "selective":
-        scores = 5.0 * m.num_attention_heads * s * m.seq_length * b / t
+        # softmax output (2) + dropout mask (1) + dropout output (2); softmax only
+        # without attention dropout
+        per = 5.0 if m.attention_dropout > 0 else 2.0
+        scores = per * m.num_attention_heads * s * m.seq_length * b / t
     if moe_layer and m.moe is not None:
         mlp = _moe_mlp_bytes(w, s, b, sp_div, moe_load(w, expert_load_factor))
     else:

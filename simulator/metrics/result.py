@@ -66,6 +66,11 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _denoise(values: dict[str, float], step: float) -> dict[str, float]:
+    """Zero the float residue (~1e-16 of the step) that subtracting event times leaves."""
+    return {k: (0.0 if abs(v) < 1e-12 * step else float(v)) for k, v in values.items()}
+
+
 def _plan_dict(plan: Plan) -> dict[str, Any]:
     p, tr = plan.workload.parallelism, plan.workload.training
     return {
@@ -89,6 +94,7 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     exposed = {"tp": sums["tp"], "cp": sums["cp"], "ep": sums["ep"], "pp": float(st.pp_wait),
                "dp": float(dp)}
     bubble = float(max(0.0, run.step_time - st.busy - st.pp_wait - dp - st.optimizer))
+    exposed, bubble = _denoise(exposed, run.step_time), _denoise({"b": bubble}, run.step_time)["b"]
     compute = sums["compute"] + st.optimizer
     step = run.step_time
     tokens = w.training.global_batch_size * w.model.seq_length

@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt  # only after use("Agg"): never a display backen
 from matplotlib.figure import Figure
 
 from ..errors import ConfigError
-from .atomic import atomic_write
+from ..io import atomic_write
 
 FORMATS = {".png": "png", ".svg": "svg"}
 DPI = 110

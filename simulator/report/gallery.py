@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from ..config import load_workload
-from .atomic import atomic_write
+from ..io import atomic_write
 from .breakdown import breakdown_figure
 from .expert_load import expert_load_figure_for
 from .figures import SimRun, close, plan_label, save_figure, simulate_run
@@ -180,6 +180,7 @@ NOT_SHOWN = [
 def build_gallery(out: Path = Path("reports"), entries: list[Entry] | None = None
                   ) -> list[Path]:
     """Write every figure under ``out/figures`` and ``out/README.md``; returns the paths."""
+    (Path(out) / "figures").mkdir(parents=True, exist_ok=True)
     entries = GALLERY if entries is None else entries
     paths = []
     for e in entries:

@@ -36,7 +36,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .atomic import atomic_write
+from ..io import atomic_write
 
 THREADS = {  # stream -> (tid, thread name)
     "compute": (1, "compute"),

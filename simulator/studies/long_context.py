@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..api import simulate
 from ..errors import ConfigError
+from ..io import atomic_write_text
 
 LLAMA2_7B = {
     "model": {"name": "llama2-7b", "num_layers": 32, "hidden_size": 4096,
@@ -89,7 +90,7 @@ def main() -> None:
         "resulting slowdown, which zigzag removes (imbalance.cp = 1.0).",
         "",
     ])
-    OUT.write_text(text)
+    atomic_write_text(OUT, text)
     print(text)
 
 

@@ -20,13 +20,13 @@ are empty.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ..io import atomic_path
 from .executors import Executor
 from .progress import Progress
 from .resolve import Documents, Resolved, resolve_point
@@ -155,14 +155,8 @@ def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
 
 
 def _atomic(path: str | Path, write: Any) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_path(path) as tmp:
         write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
