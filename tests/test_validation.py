@@ -4,14 +4,20 @@ Cases are read from the repository's ``validation/`` folder (sources and assumpt
 ``validation/README.md``); ``clustersim validate`` writes the same numbers to
 ``reports/validation.md``. Bars (absolute relative error, predicted / measured - 1):
 
-* dense training step times: median <= 10 %, no case worse than 25 %;
-* NCCL bus bandwidth: every measured point within 15 %;
-* the 22B layer of Korthikanti et al. 2022 (forward and backward, every experiment): 15 %.
+* dense training step times: median <= 5 %, no case worse than 20 %, over all cases and
+  again over the FP8 cases alone (so a good bf16 fit cannot hide a bad FP8 one);
+* NCCL bus bandwidth: every measured point within 10 %;
+* the 22B layer of Korthikanti et al. 2022 (forward and backward, every experiment): 10 %.
+
+The bars were 10 % / 25 % / 15 % / 15 % until the refit after the backward-TP-overlap and
+overlap-slowdown changes, when the model reached 2.4 % / 13.5 % / 2.9 % / 4.8 %; each was
+tightened to keep at least ~1.5x margin (reports/validation.md).
 
 Do not loosen a bar to make it pass: if the model cannot reach one, mark that assertion
 ``xfail(strict=True, reason=<measured numbers>)`` and name the missing physics.
-The dense cases are 41 full simulations; the four pipelines with 280-1120 micro-batches on
-35-64 stages take most of the ~15 s this module needs (one core).
+The dense cases are 84 full simulations (16 A100, 50 H100, 18 GB200; 34 of them fp8); the
+four pipelines with 280-1120 micro-batches on 35-64 stages take most of the ~20 s this
+module needs (one core).
 """
 
 from __future__ import annotations
@@ -21,9 +27,9 @@ import statistics
 import pytest
 
 from simulator.validation import load_cases, run_cases
-from simulator.validation.cases import DEFAULT_DIR
+from simulator.validation.cases import DEFAULT_DIR, precision
 
-STEP_MEDIAN, STEP_MAX, BUSBW_MAX, LAYER_MAX = 0.10, 0.25, 0.15, 0.15
+STEP_MEDIAN, STEP_MAX, BUSBW_MAX, LAYER_MAX = 0.05, 0.20, 0.10, 0.10
 
 
 def _ids(cases):
@@ -60,6 +66,15 @@ def test_dense_held_out_cases_are_reported_and_within_max(dense_rows):
     held = [r for r in dense_rows if r.case.holdout]
     assert len(held) >= len(dense_rows) // 4
     assert max(abs(r.error) for r in held) <= STEP_MAX
+
+
+def test_fp8_step_times_meet_the_dense_bars(dense_rows):
+    fp8 = [r for r in dense_rows if precision(r.case) == "fp8"]
+    assert len(fp8) >= 25 and any(r.case.holdout for r in fp8)
+    median = statistics.median(abs(r.error) for r in fp8)
+    assert median <= STEP_MEDIAN, f"fp8 median |error| {median:.1%}"
+    worst = [f"{r.case.id}: {r.error:+.1%}" for r in fp8 if abs(r.error) > STEP_MAX]
+    assert not worst, "; ".join(worst)
 
 
 @pytest.mark.parametrize("case", BUSBW, ids=_ids(BUSBW))

@@ -13,11 +13,12 @@ efficiency constants jointly on the training cases (:mod:`~simulator.validation.
 True
 """
 
-from .cases import CATEGORIES, Case, load_cases, mark_holdout, narayanan_flops
+from .cases import CATEGORIES, Case, load_cases, mark_holdout, narayanan_flops, precision
 from .predict import predict
 from .report import BARS, Row, check_bars, render_markdown, run_cases, summarize, write_report
 
 __all__ = [
     "BARS", "CATEGORIES", "Case", "Row", "check_bars", "load_cases", "mark_holdout",
-    "narayanan_flops", "predict", "render_markdown", "run_cases", "summarize", "write_report",
+    "narayanan_flops", "precision", "predict", "render_markdown", "run_cases", "summarize",
+    "write_report",
 ]

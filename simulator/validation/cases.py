@@ -127,6 +127,16 @@ def _expand(group: dict) -> list[Case]:
     return out
 
 
+def precision(case: Case) -> str:
+    """A step / layer case's ``training.precision``: its row's override, else its group's
+    workload, else ``bf16`` (the schema default); empty for collectives."""
+    if "workload" not in case.spec:
+        return ""
+    over = case.spec.get("overrides") or {}
+    train = case.spec["workload"].get("training") or {}
+    return str(over.get("training.precision", train.get("precision", "bf16")))
+
+
 def mark_holdout(cases: list[Case]) -> list[Case]:
     """Hold out every third case (3rd, 6th, ...) of each (category, topology), in file order."""
     seen: dict[tuple[str, str], int] = {}

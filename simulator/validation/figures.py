@@ -3,6 +3,9 @@
 * ``validation_scatter.png``: predicted against measured for every case, log-log, the
   y = x line and +-25 % guides, one colour per category (units differ per category:
   seconds for times, GB/s for bandwidths; the ratio is what the eye reads).
+* ``validation_dense_scale.png``: signed step-time error against GPU count, one line per
+  case group (solid bf16/fp16, dashed fp8): how the error moves with scale at fixed work
+  per GPU, and how far apart the models sit.
 * ``validation_collectives.png``: predicted nccl-tests bus bandwidth against message size
   (lines) with the measured points, for DGX H100 (NVLS and ring), DGX A100, GB200 NVL72 and
   across nodes.
@@ -15,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config import load_workload
+from .cases import precision
 from .predict import predicted_busbw
 from .report import Row, write_atomic
 
@@ -67,6 +72,33 @@ def scatter(rows: list[Row], path: str | Path) -> Path:
     return _save(fig, Path(path))
 
 
+def _gpus(row: Row) -> int:
+    spec = row.case.spec
+    return load_workload(spec["workload"], spec["overrides"]).parallelism.num_gpus
+
+
+def dense_scale(rows: list[Row], path: str | Path) -> Path:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    dense = [r for r in rows if r.case.category == "dense_step_time"]
+    groups = list(dict.fromkeys(r.case.group for r in dense))
+    colours = plt.get_cmap("tab20")
+    for i, group in enumerate(groups):
+        g = sorted((r for r in dense if r.case.group == group), key=_gpus)
+        style = "--" if precision(g[0].case) == "fp8" else "-"
+        ax.plot([_gpus(r) for r in g], [100 * r.error for r in g], style, marker="o", ms=4,
+                lw=1.2, color=colours(i % 20), label=group)
+        held = [r for r in g if r.case.holdout]
+        ax.plot([_gpus(r) for r in held], [100 * r.error for r in held], "k^", ms=6,
+                mfc="none", label="held out" if i == 0 else None)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set(xscale="log", xlabel="GPUs", ylabel="step time error, predicted / measured - 1 (%)",
+           title="Dense step time: error against scale (dashed: fp8)")
+    ax.grid(True, which="both", lw=0.3)
+    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return _save(fig, Path(path))
+
+
 # (title, [(label, topology, op, ranks, algo)], case-group prefixes whose points to draw)
 PANELS = [
     ("DGX H100, 8 GPUs (NVLink4)", [("all-reduce (best: NVLS)", "dgx-h100", "all_reduce", 8,
@@ -110,6 +142,8 @@ def write_figures(rows: list[Row], directory: str | Path) -> list[Path]:
     """Write the figures the rows allow into ``directory``; returns their paths."""
     d = Path(directory)
     out = [scatter(rows, d / "validation_scatter.png")]
+    if any(r.case.category == "dense_step_time" for r in rows):
+        out.append(dense_scale(rows, d / "validation_dense_scale.png"))
     if any(r.case.category == "collective_busbw" for r in rows):
         out.append(collectives(rows, d / "validation_collectives.png"))
     return out

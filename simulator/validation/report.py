@@ -17,20 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from ..config import load_topology
-from .cases import CATEGORIES, Case
+from .cases import CATEGORIES, Case, precision
 from .predict import predict
 
 # Accuracy bars (absolute relative error) per category; None = not gated.
+# Same numbers as tests/test_validation.py (the dense bars also gate the FP8 cases alone).
 BARS: dict[str, dict[str, float]] = {
-    "dense_step_time": {"median": 0.10, "max": 0.25},
-    "collective_busbw": {"max": 0.15},
-    "layer_time": {"max": 0.15},
+    "dense_step_time": {"median": 0.05, "max": 0.20},
+    "collective_busbw": {"max": 0.10},
+    "layer_time": {"max": 0.10},
 }
 TITLES = {"dense_step_time": "Dense training step time", "collective_busbw":
           "NCCL collective bus bandwidth", "layer_time": "Per-layer time (one layer, "
           "forward / backward)", "ep_alltoall": "MoE all-to-all bandwidth (reported, not gated)"}
-GPU_FIELDS = ("gemm_efficiency", "gemm_half_dim", "attention_efficiency",
-              "memory_bandwidth_efficiency", "kernel_overhead_us")
+GPU_FIELDS = ("gemm_efficiency", "gemm_half_dim", "fp8_gemm_efficiency", "attention_efficiency",
+              "memory_bandwidth_efficiency", "kernel_overhead_us", "comm_overlap_slowdown")
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,21 @@ def _summary_table(summary) -> list[str]:
     return lines
 
 
+def _dense_strata(rows: list[Row]) -> list[str]:
+    """Dense step time per (GPU, precision): counts, |error| median / max, signed mean."""
+    dense = [r for r in rows if r.case.category == "dense_step_time"]
+    keys = sorted({(r.case.topology, precision(r.case)) for r in dense})
+    lines = ["| topology | precision | cases | median abs error | max abs error | mean signed "
+             "error | held-out (n, median, max) |", "|---|---|---|---|---|---|---|"]
+    for topo, prec in keys:
+        sub = [r for r in dense if (r.case.topology, precision(r.case)) == (topo, prec)]
+        a, h = _stats(sub), _stats([r for r in sub if r.case.holdout])
+        mean = statistics.fmean(r.error for r in sub)
+        lines.append(f"| {topo} | {prec} | {a['n']} | {a['median']:.1%} | {a['max']:.1%} | "
+                     f"{mean:+.1%} | {h['n']}, {h['median']:.1%}, {h['max']:.1%} |")
+    return lines
+
+
 def _case_table(rows: list[Row]) -> list[str]:
     lines = ["| case | topology | measured | predicted | error | held out | source |",
              "|---|---|---|---|---|---|---|"]
@@ -119,7 +135,8 @@ def _constants(rows: list[Row]) -> list[str]:
              "|---|" + "---|" * len(GPU_FIELDS)]
     for name in topos:
         gpu = load_topology(name).gpu
-        lines.append(f"| {name} | " + " | ".join(f"{getattr(gpu, f):g}" for f in GPU_FIELDS)
+        values = (getattr(gpu, f, None) for f in GPU_FIELDS)
+        lines.append(f"| {name} | " + " | ".join("-" if v is None else f"{v:g}" for v in values)
                      + " |")
     return lines
 
@@ -146,6 +163,10 @@ def render_markdown(rows: list[Row], figures: list[str] = (), analysis: str = ""
            "before any constant was fitted) are marked and summarised separately.", "",
            "## Summary", "", *_summary_table(summary), "",
            "Bars: " + ("all hold." if not broken else "BROKEN: " + "; ".join(broken)), ""]
+    if any(r.case.category == "dense_step_time" for r in rows):
+        out += ["Dense step time per GPU and precision (the dense bars are gated over all "
+                "dense cases and again over the FP8 cases alone):", "",
+                *_dense_strata(rows), ""]
     if figures:
         out += ["## Figures", "", *[f"![{Path(f).stem}](figures/{Path(f).name})" for f in
                                     figures], ""]
