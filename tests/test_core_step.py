@@ -101,3 +101,25 @@ def test_bad_plans_are_one_line_exit_2(argv, field, capsys):
     assert main(["run", "llama3-8b", "-t", "dgx-h100", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and field in err and "Traceback" not in err
+
+
+def test_async_tp_allreduce_hides_input_grad_collective_behind_wgrad():
+    over = {"parallelism.sequence_parallel": False, "training.tp_comm_overlap": False}
+    on = simulate("llama3-70b", "dgx-h100", **over)
+    off = simulate("llama3-70b", "dgx-h100",
+                   **{**over, "training.async_tensor_model_parallel_allreduce": False})
+    assert off.exposed_comm_s["tp"] > on.exposed_comm_s["tp"] > 0
+    assert off.step_time_s > on.step_time_s
+
+
+def test_bf16_gradient_reduction_halves_grad_memory_and_dp_bytes():
+    from simulator.api import resolve, simulate_resolved
+
+    fp32 = simulate_resolved(*resolve("llama3-8b", "dgx-h100"), keep_records=True)
+    bf16 = simulate_resolved(*resolve("llama3-8b", "dgx-h100",
+                                      {"training.grad_reduce_in_fp32": False}),
+                             keep_records=True)
+    g32, g16 = (r[0].memory_breakdown_GB["gradients"] for r in (fp32, bf16))
+    assert g16 == pytest.approx(g32 / 2)
+    dp = [sum(x.nbytes for x in r[2].records if x.name == "grad_sync") for r in (fp32, bf16)]
+    assert dp[1] == pytest.approx(dp[0] / 2)

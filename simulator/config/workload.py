@@ -168,6 +168,12 @@ class TrainingConfig(BaseModel):
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     tp_comm_overlap: bool = False
+    # Megatron's --async-tensor-model-parallel-allreduce (default on since late 2021):
+    # the input-gradient TP collective runs beside the weight-gradient GEMM.
+    async_tensor_model_parallel_allreduce: bool = True
+    # Megatron keeps fp32 main grads and reduces in fp32 for bf16 (its default); NeMo's
+    # performance recipes set grad_reduce_in_fp32 False: bf16 grads, half the bytes.
+    grad_reduce_in_fp32: bool = True
     use_flash_attn: bool = True
     seed: int = Field(0, ge=0)
 

@@ -8,8 +8,9 @@ parameter without, ``6 + 12/d`` with the distributed optimizer):
 
 * parameters: 2 bytes (bf16/fp16 weights); fp8 adds 1 byte for Transformer
   Engine's cached fp8 weight copy;
-* gradients: 4 bytes (fp32 main grads), full size on every rank (the
-  distributed optimizer is ZeRO-1: it shards optimizer state, not grads);
+* gradients: 4 bytes (fp32 main grads; 2 with ``grad_reduce_in_fp32`` off), full
+  size on every rank (the distributed optimizer is ZeRO-1: it shards optimizer
+  state, not grads);
 * optimizer: 12 bytes (fp32 master weights, Adam first and second moments),
   divided by DP*CP with ``distributed_optimizer`` (expert parameters: by
   expert-DP = DP*CP*TP/(EP*ETP)).
@@ -191,7 +192,7 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | None = N
         stages.append(StageMemory(
             stage=stage,
             parameters=weight_bytes * sp.total,
-            gradients=GRAD_BYTES * sp.total,
+            gradients=(GRAD_BYTES if w.training.grad_reduce_in_fp32 else 2.0) * sp.total,
             optimizer=OPTIMIZER_BYTES * (sp.dense / dp_shard + sp.expert / edp_shard),
             activations=_stage_activations(w, layers, stage, last, load),
             comm_buffers=comm,

@@ -5,7 +5,8 @@ forward, or the (recompute +) backward, of one model chunk for one micro-batch.
 Inside a phase the compute stream runs ops back to back; TP collectives run on
 their own stream and leave only their *exposed* part on the critical path:
 
-* always, the collective on a column-parallel GEMM's input gradient (all-reduce,
+* with ``async_tensor_model_parallel_allreduce`` (default), the collective on a
+  column-parallel GEMM's input gradient (all-reduce,
   or reduce-scatter with sequence parallelism) runs beside that GEMM's
   weight-gradient half (Megatron's asynchronous TP all-reduce; the wgrad GEMM is
   half the backward FLOPs): exposed ``max(0, comm - gemm_bwd / 2)``;
@@ -83,6 +84,7 @@ class CostContext:
     dtype: str
     tp_overlap: bool
     attention: Callable[[Op, bool], AttnCost] | None = None
+    async_grad_allreduce: bool = True
 
 
 def op_time(op: Op, ctx: CostContext) -> float:
@@ -101,7 +103,7 @@ def op_time(op: Op, ctx: CostContext) -> float:
 def cost_ops(ops: list[Op], ctx: CostContext) -> Phase:
     """Time a straight-line op list (one layer), with TP overlap where enabled."""
     times = [op_time(o, ctx) for o in ops]
-    hidden = _overlap_partners(ops, ctx.tp_overlap)
+    hidden = _overlap_partners(ops, ctx.tp_overlap, ctx.async_grad_allreduce)
     kappa = ctx.topo.gpu.comm_overlap_slowdown
     ph = Phase()
     t = 0.0
@@ -158,10 +160,12 @@ def _partner_start(ph: Phase, name: str, now: float) -> float:
     return now
 
 
-def _overlap_partners(ops: list[Op], tp_overlap: bool) -> dict[int, tuple[int, float]]:
+def _overlap_partners(ops: list[Op], tp_overlap: bool, async_grad: bool = True
+                      ) -> dict[int, tuple[int, float]]:
     """Map each TP collective to (the GEMM that hides it, the fraction of that GEMM).
 
-    Always: a collective on the input gradient right after a column-parallel
+    With ``async_grad`` (Megatron's default): a collective on the input gradient right
+    after a column-parallel
     GEMM's backward runs beside that GEMM's weight-gradient half (Megatron's
     async TP all-reduce / SP reduce-scatter overlap; the wgrad is half the
     backward FLOPs). With ``tp_comm_overlap`` (sequence parallel only) all-gathers
@@ -172,8 +176,8 @@ def _overlap_partners(ops: list[Op], tp_overlap: bool) -> dict[int, tuple[int, f
         if op.kind != "comm" or op.axis != "tp":
             continue
         prev = i - 1 if i > 0 and ops[i - 1].kind == "gemm" else None
-        if prev is not None and ops[prev].column and ops[prev].name.endswith("_bwd") \
-                and op.comm in ("all_reduce", "reduce_scatter"):
+        if async_grad and prev is not None and ops[prev].column \
+                and ops[prev].name.endswith("_bwd") and op.comm in ("all_reduce", "reduce_scatter"):
             pairs[i] = (prev, 1.0 if tp_overlap else 0.5)
             continue
         if not tp_overlap:

@@ -31,7 +31,7 @@ from .moe_layer import MoECost, MoEPart
 from .ops import backward_of, dims, embedding_forward, layer_forward, output_forward, recompute_ops
 from .partition import Partition, partition_layers
 
-GRAD_BYTES = 4  # fp32 gradient reduction (Megatron forces it for bf16 training)
+GRAD_BYTES = 4  # fp32 gradient reduction (Megatron's default for bf16 training)
 PARAM_BYTES = BYTES["bf16"]
 AXES = ("compute", "tp", "cp", "ep")
 
@@ -62,7 +62,8 @@ class _Builder:
         x = dims(w)
         self.ctx = CostContext(topo=topo, groups=self.groups, dtype=tr.precision,
                                tp_overlap=tr.tp_comm_overlap and p.sequence_parallel,
-                               attention=make_attention(w, topo, self.groups, x))
+                               attention=make_attention(w, topo, self.groups, x),
+                               async_grad_allreduce=tr.async_tensor_model_parallel_allreduce)
         self.dense = self._layer(None)
         self.moe = MoECost(w, topo, self.groups, x.T) if w.model.moe else None
         shared = w.model.moe.shared_expert_ffn_hidden_size if w.model.moe else 0
@@ -170,19 +171,20 @@ def _moe_imbalance(moe: MoECost) -> dict[str, float]:
             "ep_balance_loss": mean["balance_loss"]}
 
 
-def _buckets(params: float, dp: int, group: Placement, topo: Topology, dist_opt: bool
-             ) -> list[tuple[float, float]]:
+def _buckets(params: float, dp: int, group: Placement, topo: Topology, dist_opt: bool,
+             grad_bytes: float = GRAD_BYTES) -> list[tuple[float, float]]:
     """(seconds, bytes) of each DDP bucket of a chunk holding ``params`` elements.
 
     Megatron-Core DDP buckets hold ``max(40e6, 1e6 * dp)`` parameters; each is
-    reduce-scattered (distributed optimizer) or all-reduced in fp32.
+    reduce-scattered (distributed optimizer) or all-reduced, in fp32 unless
+    ``grad_reduce_in_fp32`` is off (then bf16, ``grad_bytes`` = 2).
     """
     if group.size <= 1 or params <= 0:
         return []
     size = max(40e6, 1e6 * dp)
     n = max(1, math.ceil(params / size))
     op = "reduce_scatter" if dist_opt else "all_reduce"
-    nbytes = params / n * GRAD_BYTES
+    nbytes = params / n * grad_bytes
     return [(collective_time(op, nbytes, group, topo), nbytes)] * n
 
 
@@ -197,6 +199,7 @@ def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
     dense_shard = p.data * p.context if tr.distributed_optimizer else 1
     edp = g["edp"].size if tr.distributed_optimizer else 1
     buckets, sizes, opt, ag, ag_bytes = [], [], [], [], []
+    grad_bytes = GRAD_BYTES if tr.grad_reduce_in_fp32 else BYTES["bf16"]
     for s in range(P):
         sp = params[s]
         per_chunk = [sum(bld.part.layers[s][:c + 1]) - sum(bld.part.layers[s][:c])
@@ -206,9 +209,9 @@ def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
         for c in range(V):
             share = per_chunk[c] / total_layers
             row.append(_buckets(sp.dense * share, dense_shard, g["dp_cp"], topo,
-                                tr.distributed_optimizer)
+                                tr.distributed_optimizer, grad_bytes)
                        + _buckets(sp.expert * share, edp, g["edp"], topo,
-                                  tr.distributed_optimizer))
+                                  tr.distributed_optimizer, grad_bytes))
         buckets.append([[t for t, _ in chunk] for chunk in row])
         sizes.append([[b for _, b in chunk] for chunk in row])
         opt.append(optimizer_time(sp.dense / dense_shard + sp.expert / edp, topo.gpu))
