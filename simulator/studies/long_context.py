@@ -94,7 +94,8 @@ def main() -> None:
         "zigzag ring hides the KV transfers behind attention compute.",
         "- **Size.** At 4K our 629 TFLOP/s is below the published 768 because this study "
         "keeps the long-sequence plan (TP4) at every length; a 7B model at 4K runs best "
-        "with little or no TP (see `clustersim search`). The published no-CP point at 1M (26.5 TFLOP/s) is a run that only works "
+        "with little or no TP (see `clustersim search`). The published no-CP point at 1M "
+        "(26.5 TFLOP/s) is a run that only works "
         "with activation offloading / extreme recompute; the simulator does not model "
         "offloading, so it answers 'does not fit' instead of a throughput there. With CP at "
         "1M the published 536-610 sits between our causal-counted and unmasked-counted "
