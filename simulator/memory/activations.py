@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from ..config.workload import Workload
 from ..errors import ConfigError
+from ..moe.router import is_moe_layer as moe_rule
 
 BYTES_16 = 2.0  # bf16 / fp16 element
 BYTES_FP32 = 4.0
@@ -73,15 +74,9 @@ def moe_load(w: Workload, expert_load_factor: float = 1.0) -> float:
 
 
 def is_moe_layer(w: Workload, layer: int) -> bool:
-    """Whether global decoder layer ``layer`` (0-based) is an MoE layer.
-
-    Dense for the first ``first_k_dense`` layers, then every ``layer_freq``-th
-    (Megatron-Core ``--moe-layer-freq``; DeepSeek-V3 ``first_k_dense_replace``).
-    """
-    moe = w.model.moe
-    if moe is None or layer < moe.first_k_dense:
-        return False
-    return (layer - moe.first_k_dense) % moe.layer_freq == 0
+    """Whether global decoder layer ``layer`` (0-based) is an MoE layer (the router's rule,
+    :func:`simulator.moe.is_moe_layer`, for a whole workload)."""
+    return w.model.moe is not None and moe_rule(w.model.moe, layer)
 
 
 def _moe_mlp_bytes(w: Workload, s: float, b: float, sp_div: float, load: float) -> float:

@@ -11,6 +11,7 @@ sequence, NVIDIA's published figure.
 from __future__ import annotations
 
 from ..config.workload import Workload
+from ..moe import is_moe_layer
 
 
 def forward_flops_per_sequence(w: Workload) -> float:
@@ -32,8 +33,7 @@ def moe_layer_count(w: Workload) -> int:
     moe = w.model.moe
     if moe is None:
         return 0
-    return sum(1 for i in range(w.model.num_layers)
-               if i >= moe.first_k_dense and (i - moe.first_k_dense) % moe.layer_freq == 0)
+    return sum(1 for i in range(w.model.num_layers) if is_moe_layer(moe, i))
 
 
 def model_flops_per_step(w: Workload) -> float:

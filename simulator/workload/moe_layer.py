@@ -64,6 +64,10 @@ class MoECost:
         self.seed = w.training.seed
         self._cache: dict[tuple[int, int], tuple[MoEPart, MoEPart]] = {}
 
+    def draws(self) -> list[RouterLoads]:
+        """Every router draw costed so far, one per (layer, micro-batch)."""
+        return [fwd.loads for fwd, _ in self._cache.values()]
+
     def route(self, layer: int, mb: int) -> RouterLoads:
         rng = rng_for(self.seed, layer, mb)
         return route(self.moe, self.tokens * self.ep, rng)

@@ -161,7 +161,7 @@ def build_plan(w: Workload, topo: Topology) -> Plan:
 
 def _moe_imbalance(moe: MoECost) -> dict[str, float]:
     """Mean over every simulated (layer, micro-batch) draw of the router figures."""
-    figs = [moe.part(*key, False).loads.imbalance(moe.ep) for key in moe._cache]
+    figs = [loads.imbalance(moe.ep) for loads in moe.draws()]
     if not figs:
         return {}
     mean = {k: float(np.mean([f[k] for f in figs])) for k in figs[0]}
