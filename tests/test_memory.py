@@ -175,11 +175,12 @@ def test_tied_embedding_on_first_and_last_stage():
 
 
 def test_pipeline_microbatches_in_flight():
-    w = load_workload("llama3-405b")  # 1F1B, p=16, m=16
+    flat = {"parallelism.pipeline_schedule": "1f1b", "parallelism.virtual_pipeline": None}
+    w = load_workload("llama3-405b", flat)  # 1F1B, p=16, m=16
     p = 16
     assert microbatches_in_flight(w, 0) == p
     assert microbatches_in_flight(w, p - 1) == 1
-    g = load_workload("llama3-405b", {"parallelism.pipeline_schedule": "gpipe"})
+    g = load_workload("llama3-405b", {**flat, "parallelism.pipeline_schedule": "gpipe"})
     assert all(microbatches_in_flight(g, i) == g.num_microbatches for i in range(p))
     il = load_workload("llama3-70b")  # interleaved p=4, v=5
     assert microbatches_in_flight(il, 0) == pytest.approx(4 * (1 + 3 / (4 * 5)))

@@ -8,6 +8,8 @@ topology, the category and (for step and layer times) a base workload dict; its 
 Categories and their units (SI, as everywhere in the simulator):
 
 * ``dense_step_time``: seconds per global step.
+* ``moe_step_time``: seconds per global step of a mixture-of-experts model (own bars,
+  not used for fitting).
 * ``collective_busbw``: nccl-tests bus bandwidth, GB/s (a display unit, as the sources).
 * ``layer_time``: seconds for one transformer layer's forward (``-fwd``) or backward (``-bwd``).
 * ``ep_alltoall``: MoE all-to-all bandwidth, GB/s (reported, not gated).
@@ -32,9 +34,10 @@ import yaml
 from ..config import load_workload
 from ..errors import ConfigError
 
-CATEGORIES = ("dense_step_time", "collective_busbw", "layer_time", "ep_alltoall")
-UNITS = {"dense_step_time": "s", "collective_busbw": "GB/s", "layer_time": "s",
-         "ep_alltoall": "GB/s"}
+CATEGORIES = ("dense_step_time", "moe_step_time", "collective_busbw", "layer_time",
+              "ep_alltoall")
+UNITS = {"dense_step_time": "s", "moe_step_time": "s", "collective_busbw": "GB/s",
+         "layer_time": "s", "ep_alltoall": "GB/s"}
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "validation"
 
 
@@ -104,7 +107,7 @@ def _expand(group: dict) -> list[Case]:
                           f"must be one of {', '.join(CATEGORIES)}")
     base = _common(group)
     out: list[Case] = []
-    if cat == "dense_step_time":
+    if cat in ("dense_step_time", "moe_step_time"):
         for row in group["cases"]:
             t, how = _step_time(group, row)
             spec = {"workload": group["workload"], "overrides": dict(row.get("set") or {})}

@@ -76,6 +76,7 @@ def predict_busbw(case: Case, topology_overrides: dict[str, Any] | None = None) 
 
 PREDICTORS = {
     "dense_step_time": predict_step_time,
+    "moe_step_time": predict_step_time,
     "layer_time": predict_layer_time,
     "collective_busbw": predict_busbw,
     "ep_alltoall": predict_busbw,
