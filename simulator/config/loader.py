@@ -125,7 +125,7 @@ def resolve_path(ref: str | Path, kind: str) -> Path:
             if cand.is_file():
                 return cand
     shipped = sorted(p.stem for p in (REPO_ROOT / SEARCH_DIRS[kind]).glob("*.yaml"))
-    hint = _did_you_mean(str(ref), shipped)
+    hint = did_you_mean(str(ref), shipped)
     raise ConfigError(ARG_NAMES[kind], str(ref),
                       f"no such file or shipped name{hint}; shipped: {', '.join(shipped)}")
 
@@ -274,7 +274,7 @@ def _translate(cls: type[BaseModel], exc: ValidationError, where: _Where) -> Con
     source = where(path)
     if kind == "extra_forbidden":
         allowed = _fields_at(cls, loc[:-1])
-        hint = _did_you_mean(loc[-1], allowed)
+        hint = did_you_mean(loc[-1], allowed)
         this, keys, other = SECTIONS.get(cls, ("", set(), ""))
         top = {str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden"}
         if len(loc) == 1 and top & keys:
@@ -297,23 +297,25 @@ def _fields_at(cls: type[BaseModel], loc: list[str]) -> list[str]:
         field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
         if field is None:
             return []
-        model = _model_in(field.annotation)
+        model = submodel(field.annotation)
         if model is None:
             return []
     return sorted(model.model_fields) if hasattr(model, "model_fields") else []
 
 
-def _model_in(annotation: Any) -> Any:
+def submodel(annotation: Any) -> Any:
+    """The pydantic model inside an annotation such as ``MoEConfig | None``, if any."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in getattr(annotation, "__args__", ()) or ():
-        found = _model_in(arg)
+        found = submodel(arg)
         if found is not None:
             return found
     return None
 
 
-def _did_you_mean(word: str, choices: list[str]) -> str:
+def did_you_mean(word: str, choices: list[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``choices``, or an empty string."""
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
 

@@ -26,7 +26,6 @@ executor computed it.
 
 from __future__ import annotations
 
-import difflib
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ..config import TopologyConfig, Workload
-from ..config.loader import parse_yaml
+from ..config.loader import did_you_mean, parse_yaml, submodel
 from ..errors import ConfigError
 
 SPECIAL = ("workload", "topology", "num_gpus")
@@ -151,25 +150,9 @@ def check_key(key: str, source: str | None = None) -> None:
         fields = sorted(model.model_fields)
         if part not in fields:
             raise ConfigError(f"axes.{key}", None,
-                              f"unknown field '{part}'{_hint(part, fields)}; "
+                              f"unknown field '{part}'{did_you_mean(part, fields)}; "
                               f"allowed here: {', '.join(fields)}", source=source)
-        model = _submodel(model.model_fields[part].annotation)
-
-
-def _hint(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-def _submodel(annotation: Any) -> Any:
-    """The pydantic model inside an annotation such as ``MoEConfig | None``, if any."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()) or ():
-        found = _submodel(arg)
-        if found is not None:
-            return found
-    return None
+        model = submodel(model.model_fields[part].annotation)
 
 
 def expand(spec: SweepSpec) -> list[Point]:
