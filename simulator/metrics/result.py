@@ -66,9 +66,9 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _denoise(values: dict[str, float], step: float) -> dict[str, float]:
+def _denoise(value: float, step: float) -> float:
     """Zero the float residue (~1e-16 of the step) that subtracting event times leaves."""
-    return {k: (0.0 if abs(v) < 1e-12 * step else float(v)) for k, v in values.items()}
+    return 0.0 if abs(value) < 1e-12 * step else float(value)
 
 
 def _plan_dict(plan: Plan) -> dict[str, Any]:
@@ -94,7 +94,8 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     exposed = {"tp": sums["tp"], "cp": sums["cp"], "ep": sums["ep"], "pp": float(st.pp_wait),
                "dp": float(dp)}
     bubble = float(max(0.0, run.step_time - st.busy - st.pp_wait - dp - st.optimizer))
-    exposed, bubble = _denoise(exposed, run.step_time), _denoise({"b": bubble}, run.step_time)["b"]
+    exposed = {k: _denoise(v, run.step_time) for k, v in exposed.items()}
+    bubble = _denoise(bubble, run.step_time)
     compute = sums["compute"] + st.optimizer
     step = run.step_time
     tokens = w.training.global_batch_size * w.model.seq_length

@@ -69,6 +69,7 @@ class _Builder:
         shared = w.model.moe.shared_expert_ffn_hidden_size if w.model.moe else 0
         self.moe_base = self._layer(shared) if self.moe else None
         self.full_recompute = tr.recompute == "full"
+        self._layer_ids: dict[tuple[int, int], list[int]] = {}
         emb, out = embedding_forward(w), output_forward(w)
         self.embed = (cost_ops(emb, self.ctx), cost_ops(backward_of(emb), self.ctx))
         self.output = (cost_ops(out, self.ctx), cost_ops(backward_of(out), self.ctx))
@@ -108,9 +109,14 @@ class _Builder:
         return f, b
 
     def _chunk_layers(self, s: int, c: int) -> list[int]:
-        ids = stage_layer_indices(self.part, s)
-        before = sum(self.part.layers[s][:c])
-        return ids[before:before + self.part.layers[s][c]]
+        """Global layer indices of chunk c on stage s (cached: MoE plans ask once per
+        micro-batch)."""
+        key = (s, c)
+        if key not in self._layer_ids:
+            ids = stage_layer_indices(self.part, s)
+            before = sum(self.part.layers[s][:c])
+            self._layer_ids[key] = ids[before:before + self.part.layers[s][c]]
+        return self._layer_ids[key]
 
 
 def _moe_phase(part: MoEPart, ops: bool) -> Phase:
@@ -202,8 +208,7 @@ def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
     grad_bytes = GRAD_BYTES if tr.grad_reduce_in_fp32 else BYTES["bf16"]
     for s in range(P):
         sp = params[s]
-        per_chunk = [sum(bld.part.layers[s][:c + 1]) - sum(bld.part.layers[s][:c])
-                     for c in range(V)]
+        per_chunk = bld.part.layers[s]
         total_layers = max(1, sum(per_chunk))
         row = []
         for c in range(V):
