@@ -31,8 +31,8 @@ def test_table_per_stage_and_verdict(run):
     assert code == 0 and not err
     lines = out.strip().splitlines()
     header = next(line for line in lines if line.split()[:1] == ["stage"])
-    assert header.split() == ["stage", "params", "grads", "optim", "activ", "comm", "frmwk",
-                              "total", "fits"]
+    assert header.split() == ["stage", "params", "fp8cpy", "grads", "optim", "activ", "comm",
+                              "frmwk", "total", "fits"]
     rows = [line for line in lines if line.split()[:1] and line.split()[0].isdigit()]
     assert len(rows) == 4
     assert lines[-1].startswith("FITS: stage 0 needs")
@@ -52,7 +52,7 @@ def test_json(run):
     code, out, _ = run("gpt3-175b", "-t", "dgx-h100", "--format", "json")
     assert code == 0
     doc = json.loads(out)
-    assert len(doc["stages"]) == 8 and doc["capacity_GB"] == 80
+    assert len(doc["stages"]) == 8 and doc["capacity_GB"] == pytest.approx(81559 * 2**20 / 1e9)
     worst = doc["stages"][doc["worst_stage"]]
     assert worst["total"] == pytest.approx(doc["memory_per_gpu_GB"])
     assert sum(doc["memory_breakdown_GB"].values()) == pytest.approx(doc["memory_per_gpu_GB"])

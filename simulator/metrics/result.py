@@ -77,7 +77,7 @@ def _plan_dict(plan: Plan) -> dict[str, Any]:
         "tp": p.tensor, "pp": p.pipeline, "dp": p.data, "cp": p.context, "ep": p.expert,
         "vp": p.vp, "sp": p.sequence_parallel, "schedule": p.pipeline_schedule,
         "mbs": tr.micro_batch_size, "gbs": tr.global_batch_size,
-        "microbatches": plan.workload.num_microbatches, "recompute": tr.recompute,
+        "microbatches": plan.workload.num_microbatches, "recompute": tr.recompute_kind,
         "precision": tr.precision, "layers_per_stage": [sum(x) for x in plan.partition.layers],
     }
 

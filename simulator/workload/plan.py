@@ -67,17 +67,30 @@ class _Builder:
         self.dense = self._layer(None)
         self.moe = MoECost(w, topo, self.groups, x.T) if w.model.moe else None
         shared = w.model.moe.shared_expert_ffn_hidden_size if w.model.moe else 0
-        self.moe_base = self._layer(shared) if self.moe else None
-        self.full_recompute = tr.recompute == "full"
+        self.moe_base = self._layer(shared, moe_layer=True) if self.moe else None
+        self.rc = rc = tr.recompute_plan
+        self.recompute_moe = rc.full or rc.has("moe")
+        # full recompute, block method: layers past recompute_num_layers keep their
+        # activations, so their backward re-runs nothing
+        self.dense_plain_bwd = cost_ops(backward_of(layer_forward(w)), self.ctx)
+        self.moe_plain_bwd = (cost_ops(backward_of(layer_forward(w, shared)), self.ctx)
+                              if self.moe else None)
         self._layer_ids: dict[tuple[int, int], list[int]] = {}
         emb, out = embedding_forward(w), output_forward(w)
         self.embed = (cost_ops(emb, self.ctx), cost_ops(backward_of(emb), self.ctx))
         self.output = (cost_ops(out, self.ctx), cost_ops(backward_of(out), self.ctx))
 
-    def _layer(self, ffn: int | None) -> tuple[Phase, Phase]:
+    def _layer(self, ffn: int | None, moe_layer: bool = False) -> tuple[Phase, Phase]:
         fwd = layer_forward(self.w, ffn)
         return (cost_ops(fwd, self.ctx),
-                cost_ops(recompute_ops(self.w, fwd) + backward_of(fwd), self.ctx))
+                cost_ops(recompute_ops(self.w, fwd, moe_layer) + backward_of(fwd), self.ctx))
+
+    def _dense(self, f: Phase, b: Phase, redo: int, plain: int, ops: bool) -> None:
+        """Append ``redo`` dense layers with recompute and ``plain`` without."""
+        f.extend(self.dense[0], redo + plain, ops)
+        b.extend(self.dense[1], redo, ops)
+        if plain:
+            b.extend(self.dense_plain_bwd, plain, ops)
 
     def chunk(self, s: int, c: int, mb: int, first: bool, last: bool, ops: bool):
         """(forward, backward) phases of chunk c on stage s for micro-batch mb."""
@@ -87,21 +100,23 @@ class _Builder:
             f.extend(self.embed[0], ops=ops)
         if last:
             b.extend(self.output[1], ops=ops)
-        dense_run = 0
-        for layer in self._chunk_layers(s, c):
+        dense_run = plain_run = 0
+        for pos, layer in enumerate(self._chunk_layers(s, c)):
+            redo = self.rc.layer_recomputed(pos) or not self.rc.full
             if self.moe is None or not is_moe_layer(w.model.moe, layer):
-                dense_run += 1
+                dense_run += redo
+                plain_run += not redo
                 continue
-            f.extend(self.dense[0], dense_run, ops), b.extend(self.dense[1], dense_run, ops)
-            dense_run = 0
+            self._dense(f, b, dense_run, plain_run, ops)
+            dense_run = plain_run = 0
             fp, bp = self.moe.part(layer, mb, False), self.moe.part(layer, mb, True)
             f.extend(self.moe_base[0], ops=ops)
             f.extend(_moe_phase(fp, ops), ops=ops)
             b.extend(_moe_phase(bp, ops), ops=ops)
-            if self.full_recompute:
+            if self.recompute_moe and redo:
                 b.extend(_moe_phase(fp, ops), ops=ops)
-            b.extend(self.moe_base[1], ops=ops)
-        f.extend(self.dense[0], dense_run, ops), b.extend(self.dense[1], dense_run, ops)
+            b.extend(self.moe_base[1] if redo else self.moe_plain_bwd, ops=ops)
+        self._dense(f, b, dense_run, plain_run, ops)
         if last:
             f.extend(self.output[0], ops=ops)
         if first:
