@@ -123,6 +123,13 @@ class ParallelConfig(BaseModel):
     pipeline_schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
     decoder_first_pipeline_num_layers: PositiveInt | None = None
     decoder_last_pipeline_num_layers: PositiveInt | None = None
+    # Megatron-Core: the embedding / the loss count as one layer of the first / last
+    # pipeline stage when the layers are split (--account-for-*-in-pipeline-split).
+    account_for_embedding_in_pipeline_split: bool = False
+    account_for_loss_in_pipeline_split: bool = False
+    # Megatron-Core's explicit layout, e.g. "Et*3|(tt|)*29|L": one segment per (virtual)
+    # stage in order vpp(0)pp(0), vpp(0)pp(1), ...; E embedding, t decoder layer, L loss.
+    pipeline_model_parallel_layout: str | None = Field(None, max_length=100_000)
     rank_order: str = "tp-cp-ep-dp-pp"
 
     @model_validator(mode="after")
