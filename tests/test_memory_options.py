@@ -174,3 +174,17 @@ def test_pipeline_split_options():
     with pytest.raises(ConfigError, match="decoder layers"):
         partition_layers(load_workload("llama3-405b", {
             "parallelism.pipeline_model_parallel_layout": "Et*3|(t*4|)*30,t*2L"}))
+
+
+def test_cpu_offloading_is_charged_on_the_host_link():
+    over = {**TP1, "parallelism.pipeline": 1, "model.num_layers": 4,
+            "training.global_batch_size": 16}
+    off = {"training.cpu_offloading": True, "training.cpu_offloading_num_layers": 2}
+    base = simulate("llama3-8b", "dgx-h100", **over).step_time_s
+    slow = simulate("llama3-8b", "dgx-h100", **over, **off).step_time_s
+    fast = simulate("llama3-8b", "dgx-h100", topology_overrides={"gpu.host_link_GBps": 1e6},
+                    **over, **off).step_time_s
+    assert base < slow and fast == pytest.approx(base)
+    with pytest.raises(ConfigError, match="host_link_GBps"):
+        simulate("llama3-8b", "dgx-h100", topology_overrides={"gpu.host_link_GBps": None},
+                 **over, **off)

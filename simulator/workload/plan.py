@@ -21,6 +21,8 @@ from ..compute import BYTES, optimizer_time
 from ..config.workload import Workload
 from ..engine import EngineInput
 from ..hardware import Placement, Topology
+from ..errors import ConfigError
+from ..memory.activations import activation_bytes_per_layer
 from ..memory.parameters import StageParams, stage_layer_indices, stage_params
 from ..moe import is_moe_layer
 from ..schedules import build_schedule
@@ -75,6 +77,8 @@ class _Builder:
         self.dense_plain_bwd = cost_ops(backward_of(layer_forward(w)), self.ctx)
         self.moe_plain_bwd = (cost_ops(backward_of(layer_forward(w, shared)), self.ctx)
                               if self.moe else None)
+        self.offload_layers = tr.cpu_offloading_num_layers if tr.cpu_offloading else 0
+        self.offload = self._offload_waits(topo) if self.offload_layers else None
         self._layer_ids: dict[tuple[int, int], list[int]] = {}
         emb, out = embedding_forward(w), output_forward(w)
         self.embed = (cost_ops(emb, self.ctx), cost_ops(backward_of(emb), self.ctx))
@@ -84,6 +88,27 @@ class _Builder:
         fwd = layer_forward(self.w, ffn)
         return (cost_ops(fwd, self.ctx),
                 cost_ops(recompute_ops(self.w, fwd, moe_layer) + backward_of(fwd), self.ctx))
+
+    def _offload_waits(self, topo: Topology) -> tuple[Phase, Phase]:
+        """Per offloaded layer, the time the compute stream waits on the host link.
+
+        Megatron-Core's CPU offloading (Transformer Engine ``get_cpu_offload_context``)
+        copies a layer's activations to the host on a side stream while the next layer
+        computes, and back while the previous layer's backward runs: each copy of
+        ``bytes / host_link`` seconds is hidden under one layer's forward (backward)
+        and the rest stalls the compute stream. Units: seconds."""
+        bw = topo.gpu.host_link_bandwidth
+        if not bw:
+            raise ConfigError("topology.gpu.host_link_GBps", None,
+                              "is needed for training.cpu_offloading")
+        copy = activation_bytes_per_layer(self.w) / bw
+        out = []
+        for name, hide in (("offload_d2h_wait", self.dense[0].duration),
+                           ("offload_h2d_wait", self.dense[1].duration)):
+            wait = max(0.0, copy - hide)
+            out.append(Phase(duration=wait, compute=wait,
+                             ops=[TimedOp(name, "compute", 0.0, wait, 0.0, 0.0)] if wait else []))
+        return out[0], out[1]
 
     def _dense(self, f: Phase, b: Phase, redo: int, plain: int, ops: bool) -> None:
         """Append ``redo`` dense layers with recompute and ``plain`` without."""
@@ -117,6 +142,9 @@ class _Builder:
                 b.extend(_moe_phase(fp, ops), ops=ops)
             b.extend(self.moe_base[1] if redo else self.moe_plain_bwd, ops=ops)
         self._dense(f, b, dense_run, plain_run, ops)
+        moved = sum(layer < self.offload_layers for layer in self._chunk_layers(s, c))
+        if moved and self.offload is not None:
+            f.extend(self.offload[0], moved, ops), b.extend(self.offload[1], moved, ops)
         if last:
             f.extend(self.output[0], ops=ops)
         if first:
