@@ -196,3 +196,17 @@ def output_activation_bytes(w: Workload) -> float:
     t = w.parallelism.tensor
     return 2 * BYTES_16 * s * b * w.model.hidden_size / sp_div \
         + BYTES_FP32 * s * b * w.model.vocab_size / t
+
+
+def logits_transient_bytes(w: Workload) -> float:
+    """The 16-bit logits alive beside their fp32 copy, ``2*s*b*V/t`` bytes, last stage.
+
+    Megatron's vocab-parallel cross-entropy (``megatron/core/tensor_parallel/cross_entropy.py``)
+    casts the output layer's bf16 logits to fp32 and keeps the fp32 softmax for the
+    backward (counted in :func:`output_activation_bytes`); while it does, and again while
+    the backward turns the fp32 gradient back into bf16 for the output layer, a 16-bit
+    tensor of the same shape coexists: 6 bytes per logit at the peak, not 4. Megatron-LM's
+    logged allocator peaks (validation/memory.yaml) show this term; Megatron's own
+    estimator (theoretical_memory_usage.py) leaves it out."""
+    s, b, _ = _tokens(w)
+    return BYTES_16 * s * b * w.model.vocab_size / w.parallelism.tensor

@@ -18,7 +18,8 @@ except where Megatron-Core's full recompute or activation offloading changes it:
 
 The first stage also holds the embedding's dropout mask per micro-batch in flight; the
 last the output layer's inputs and fp32 logits for one micro-batch (all of them under
-GPipe). Korthikanti et al. 2022, Sections 4.2-4.3 and 5.
+GPipe), plus the 16-bit logits beside them while the loss runs
+(:func:`~.activations.logits_transient_bytes`). Korthikanti et al. 2022, Sections 4.2-4.3 and 5.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .activations import (
     activation_bytes_per_layer,
     embedding_activation_bytes,
     is_moe_layer,
+    logits_transient_bytes,
     microbatches_in_flight,
     output_activation_bytes,
 )
@@ -92,4 +94,5 @@ def stage_activations(w: Workload, partition: Partition, stage: int,
     if stage == partition.num_stages - 1:
         gpipe = w.parallelism.pipeline_schedule == "gpipe"
         device += (w.num_microbatches if gpipe else 1) * output_activation_bytes(w)
+        device += logits_transient_bytes(w)
     return StageActivations(device=device, host=in_flight * host)
