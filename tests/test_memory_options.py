@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from simulator import simulate
+from simulator.api import resolve
+from simulator.sweep.tasks import simulate_task
 from simulator.config import load_topology, load_workload
 from simulator.errors import ConfigError
 from simulator.hardware import Topology
@@ -188,3 +192,21 @@ def test_cpu_offloading_is_charged_on_the_host_link():
     with pytest.raises(ConfigError, match="host_link_GBps"):
         simulate("llama3-8b", "dgx-h100", topology_overrides={"gpu.host_link_GBps": None},
                  **over, **off)
+
+
+def test_distributed_optimizer_shards_over_data_and_context(h100):
+    w = load_workload("llama3-8b", {**TP1, "parallelism.data": 4, "parallelism.context": 2})
+    st, n = _states(w, h100)
+    assert st.optimizer == pytest.approx(12 * n / 8)
+
+
+def test_sweep_marks_plans_over_memory_with_their_own_status():
+    over = {"model.num_layers": 4, "training.global_batch_size": 16}
+    w, t = resolve("llama3-8b", "dgx-h100", over)
+    ok = json.loads(simulate_task((w, t)))
+    assert ok["status"] == "ok" and ok["memory_margin_GB"] > 0
+    w2, _ = resolve("llama3-8b", "dgx-h100",
+                    {**over, "training.memory_headroom_GB": ok["memory_margin_GB"] + 1})
+    out = json.loads(simulate_task((w2, t)))
+    assert out["status"] == "over_memory" and "does not fit" in out["reason"]
+    assert out["step_time_s"] == pytest.approx(ok["step_time_s"])
