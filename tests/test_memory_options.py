@@ -8,11 +8,11 @@ import pytest
 
 from simulator import simulate
 from simulator.api import resolve
-from simulator.sweep.tasks import simulate_task
 from simulator.config import load_topology, load_workload
 from simulator.errors import ConfigError
 from simulator.hardware import Topology
 from simulator.memory import activation_bytes_per_layer, estimate_memory, stage_params
+from simulator.sweep.tasks import simulate_task
 from simulator.workload.partition import parse_layout, partition_layers
 
 TP1 = {"parallelism.tensor": 1, "parallelism.data": 8, "parallelism.sequence_parallel": False}

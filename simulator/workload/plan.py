@@ -20,8 +20,8 @@ from ..collectives import collective_time
 from ..compute import BYTES, optimizer_time
 from ..config.workload import Workload
 from ..engine import EngineInput
-from ..hardware import Placement, Topology
 from ..errors import ConfigError
+from ..hardware import Placement, Topology
 from ..memory.activations import activation_bytes_per_layer
 from ..memory.parameters import StageParams, stage_layer_indices, stage_params
 from ..moe import is_moe_layer
