@@ -36,8 +36,8 @@ import pandas as pd
 
 from ..config import TopologyConfig, Workload, load_topology
 from ..config.loader import apply_overrides, validate_model
-from ..config.validate import check_plan
 from ..errors import ConfigError
+from ..workload.validate import check_plan
 from .candidates import RECOMPUTE, Shape, divisors, resolve_shapes, shapes, with_recompute
 from .executors import Executor
 from .explain import why

@@ -21,15 +21,15 @@ from ..compute import BYTES, optimizer_time
 from ..config.workload import Workload
 from ..engine import EngineInput
 from ..hardware import Placement, Topology
-from ..memory.parameters import StageParams, stage_layer_indices, stage_params
 from ..moe import is_moe_layer
-from ..schedules import build_schedule
 from .context import make_attention
 from .cost import CostContext, Phase, TimedOp, cost_ops
 from .layout import group_layout
 from .moe_layer import MoECost, MoEPart
 from .ops import backward_of, dims, embedding_forward, layer_forward, output_forward, recompute_ops
-from .partition import Partition, partition_layers
+from .params import StageParams
+from .partition import Partition
+from .shape import PlanShape, plan_shape
 
 GRAD_BYTES = 4  # fp32 gradient reduction (Megatron's default for bf16 training)
 PARAM_BYTES = BYTES["bf16"]
@@ -51,13 +51,15 @@ class Plan:
     notes: list[str]
     imbalance: dict[str, float] = field(default_factory=dict)
     moe: MoECost | None = None
+    shape: PlanShape | None = None
 
 
 class _Builder:
     def __init__(self, w: Workload, topo: Topology):
         p, tr = w.parallelism, w.training
         self.w, self.topo = w, topo
-        self.part = partition_layers(w)
+        self.shape = plan_shape(w)
+        self.part = self.shape.partition
         self.groups = group_layout(w, topo)
         x = dims(w)
         self.ctx = CostContext(topo=topo, groups=self.groups, dtype=tr.precision,
@@ -69,7 +71,6 @@ class _Builder:
         shared = w.model.moe.shared_expert_ffn_hidden_size if w.model.moe else 0
         self.moe_base = self._layer(shared) if self.moe else None
         self.full_recompute = tr.recompute == "full"
-        self._layer_ids: dict[tuple[int, int], list[int]] = {}
         emb, out = embedding_forward(w), output_forward(w)
         self.embed = (cost_ops(emb, self.ctx), cost_ops(backward_of(emb), self.ctx))
         self.output = (cost_ops(out, self.ctx), cost_ops(backward_of(out), self.ctx))
@@ -88,7 +89,7 @@ class _Builder:
         if last:
             b.extend(self.output[1], ops=ops)
         dense_run = 0
-        for layer in self._chunk_layers(s, c):
+        for layer in self.shape.layer_ids(s, c):
             if self.moe is None or not is_moe_layer(w.model.moe, layer):
                 dense_run += 1
                 continue
@@ -108,16 +109,6 @@ class _Builder:
             b.extend(self.embed[1], ops=ops)
         return f, b
 
-    def _chunk_layers(self, s: int, c: int) -> list[int]:
-        """Global layer indices of chunk c on stage s (cached: MoE plans ask once per
-        micro-batch)."""
-        key = (s, c)
-        if key not in self._layer_ids:
-            ids = stage_layer_indices(self.part, s)
-            before = sum(self.part.layers[s][:c])
-            self._layer_ids[key] = ids[before:before + self.part.layers[s][c]]
-        return self._layer_ids[key]
-
 
 def _moe_phase(part: MoEPart, ops: bool) -> Phase:
     ph = Phase(duration=part.duration, compute=part.compute,
@@ -133,14 +124,14 @@ def _moe_phase(part: MoEPart, ops: bool) -> Phase:
 def build_plan(w: Workload, topo: Topology) -> Plan:
     bld = _Builder(w, topo)
     p = w.parallelism
-    P, V, M = p.pipeline, p.vp, w.num_microbatches
+    P, V, M = p.pipeline, bld.shape.chunks, w.num_microbatches
     fwd, bwd = np.zeros((P, V, M)), np.zeros((P, V, M))
     phases: dict[tuple[str, int, int], Phase] = {}
     totals = [dict.fromkeys(AXES, 0.0) for _ in range(P)]
     varies = bld.moe is not None
     for s in range(P):
         for c in range(V):
-            first, last = s == 0 and c == 0, s == P - 1 and c == V - 1
+            first, last = bld.shape.first(s, c), bld.shape.last(s, c)
             for mb in range(M if varies else 1):
                 f, b = bld.chunk(s, c, mb, first, last, ops=mb == 0)
                 if mb == 0:
@@ -152,7 +143,7 @@ def build_plan(w: Workload, topo: Topology) -> Plan:
                     totals[s]["compute"] += ph.compute * weight
                     for axis in ("tp", "cp", "ep"):
                         totals[s][axis] += ph.exposed.get(axis, 0.0) * weight
-    params = [stage_params(w, bld.part, s) for s in range(P)]
+    params = list(bld.shape.params)
     notes = [bld.part.note] if "even split" not in bld.part.note else []
     imbalance = {}
     if bld.ctx.attention is not None:
@@ -162,7 +153,7 @@ def build_plan(w: Workload, topo: Topology) -> Plan:
     return Plan(workload=w, topo=topo, partition=bld.part, groups=bld.groups, phases=phases,
                 engine_input=_engine_input(w, topo, bld, fwd, bwd, params),
                 stage_params=params, totals=totals, notes=notes, imbalance=imbalance,
-                moe=bld.moe)
+                moe=bld.moe, shape=bld.shape)
 
 
 def _moe_imbalance(moe: MoECost) -> dict[str, float]:
@@ -199,11 +190,10 @@ def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
     p, tr = w.parallelism, w.training
     g = bld.groups
     x = dims(w)
-    P, V = p.pipeline, p.vp
+    P, V = p.pipeline, bld.shape.chunks
     act = x.Tn * x.h * x.e  # SP sends the sequence-parallel shard between stages
     p2p = collective_time("send_recv", act, g["pp"], topo) if P > 1 else 0.0
-    dense_shard = p.data * p.context if tr.distributed_optimizer else 1
-    edp = g["edp"].size if tr.distributed_optimizer else 1
+    dense_shard, edp = bld.shape.dense_shard, bld.shape.expert_shard
     buckets, sizes, opt, ag, ag_bytes = [], [], [], [], []
     grad_bytes = GRAD_BYTES if tr.grad_reduce_in_fp32 else BYTES["bf16"]
     for s in range(P):
@@ -227,7 +217,8 @@ def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
         ag.append(gather)
         ag_bytes.append((sp.dense + sp.expert) * PARAM_BYTES if gather else 0.0)
     return EngineInput(
-        schedule=build_schedule(p.pipeline_schedule, P, w.num_microbatches, V),
+        schedule=bld.shape.schedule.steps(P, w.num_microbatches, p.vp),
+        route=bld.shape.route, post_validation=bld.shape.schedule.post_validation,
         fwd=fwd, bwd=bwd, p2p=np.full(P, p2p), dp_buckets=buckets,
         optimizer=np.array(opt), param_gather=np.array(ag),
         overlap_grad_reduce=tr.overlap_grad_reduce,
