@@ -135,6 +135,7 @@ class _Sim:
                     ready = env.now
             durs = [self.duration(s, x, split) for x in group]
             slot = self.fused_slot(s, *group, *durs) if len(group) == 2 else durs[0]
+            st_.fb_saved += sum(durs) - slot
             start = env.now
             if st_.first_start < 0:
                 st_.first_start = start

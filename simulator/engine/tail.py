@@ -25,6 +25,7 @@ class StageStats:
     optimizer: float = 0.0
     param_gather_exposed: float = 0.0
     first_start: float = -1.0  # start of the stage's first phase
+    fb_saved: float = 0.0  # EP comm hidden by F&B overlap, net of its slowdown (s)
 
 
 def dp_tail(inp: Any, s: int, st_: StageStats, jobs: list[tuple[float, float, int, float]],

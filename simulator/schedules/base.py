@@ -34,6 +34,7 @@ so a schedule only says *order*, never timing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
 from ..errors import ConfigError
@@ -154,6 +155,47 @@ class Schedule:
         Default: no virtual pipeline (only the interleaved schedule takes ``v > 1``)."""
         need(v == 1, "parallelism.pipeline_schedule", self.name,
              "must be 'interleaved' when virtual_pipeline > 1")
+
+
+def live_peak(steps: list[Step], chunks: int) -> tuple[float, float]:
+    """(peak, W-only at the peak) of chunk-micro-batches held, counted over one stage's order,
+    in units of the stage (``/ chunks``).
+
+    A micro-batch's chunk is held from its F until its W (backward split) or its B
+    (not split); between its B and its W it holds only the W-deferred tensors.
+    Counting those as whole activations is an upper bound (the inputs of the
+    weight-gradient GEMMs and the output gradients are most of a layer's
+    activations, Qi et al. 2024 Sec. 3.3 count them as ``M_B``).
+    """
+    split = {(x.mb, x.chunk) for x in steps if x.phase == "W"}
+    live = w_only = 0
+    peak = (0, 0)
+    for x in steps:
+        key = (x.mb, x.chunk)
+        if x.phase == "F":
+            live += 1
+        elif x.phase == "B" and key in split:
+            w_only += 1
+        else:  # W, or an unsplit B
+            live -= 1
+            w_only -= x.phase == "W"
+        peak = max(peak, (live, w_only))
+    return peak[0] / chunks, peak[1] / chunks
+
+
+class Counted(Schedule):
+    """A schedule whose memory is counted from its own order (:func:`live_peak`)."""
+
+    @lru_cache(maxsize=64)  # noqa: B019 - one instance per schedule, sizes are small ints
+    def _peaks(self, p: int, m: int, v: int) -> tuple[tuple[float, float], ...]:
+        n = self.chunks(v)
+        return tuple(live_peak(st, n) for st in self.steps(p, m, v))
+
+    def in_flight(self, p: int, m: int, v: int, stage: int) -> float:
+        return self._peaks(p, m, v)[stage][0]
+
+    def w_deferred(self, p: int, m: int, v: int, stage: int) -> float:
+        return self._peaks(p, m, v)[stage][1]
 
 
 def need(cond: bool, field: str, value: object, allowed: str) -> None:

@@ -24,12 +24,13 @@ from ..hardware import Placement, Topology
 from ..moe import is_moe_layer
 from .context import make_attention
 from .cost import CostContext, Phase, TimedOp, cost_ops
-from .layout import group_layout
+from .layout import group_layout, strides
 from .moe_layer import MoECost, MoEPart
 from .ops import backward_of, dims, embedding_forward, layer_forward, output_forward, recompute_ops
 from .params import StageParams
 from .partition import Partition
 from .shape import PlanShape, plan_shape
+from .wgrad import wgrad_time
 
 GRAD_BYTES = 4  # fp32 gradient reduction (Megatron's default for bf16 training)
 PARAM_BYTES = BYTES["bf16"]
@@ -74,6 +75,10 @@ class _Builder:
         emb, out = embedding_forward(w), output_forward(w)
         self.embed = (cost_ops(emb, self.ctx), cost_ops(backward_of(emb), self.ctx))
         self.output = (cost_ops(out, self.ctx), cost_ops(backward_of(out), self.ctx))
+        # W (weight-gradient GEMMs) of each kind of block, for B/W-split schedules
+        self.w_dense = wgrad_time(layer_forward(w, None), self.ctx)
+        self.w_moe_base = wgrad_time(layer_forward(w, shared), self.ctx) if self.moe else 0.0
+        self.w_output = wgrad_time(out, self.ctx)
 
     def _layer(self, ffn: int | None) -> tuple[Phase, Phase]:
         fwd = layer_forward(self.w, ffn)
@@ -81,9 +86,10 @@ class _Builder:
                 cost_ops(recompute_ops(self.w, fwd) + backward_of(fwd), self.ctx))
 
     def chunk(self, s: int, c: int, mb: int, first: bool, last: bool, ops: bool):
-        """(forward, backward) phases of chunk c on stage s for micro-batch mb."""
+        """(forward, backward, W seconds) of chunk c on stage s for micro-batch mb."""
         w = self.w
         f, b = Phase(), Phase()
+        wg = self.w_output if last else 0.0
         if first:
             f.extend(self.embed[0], ops=ops)
         if last:
@@ -94,8 +100,10 @@ class _Builder:
                 dense_run += 1
                 continue
             f.extend(self.dense[0], dense_run, ops), b.extend(self.dense[1], dense_run, ops)
+            wg += self.w_dense * dense_run
             dense_run = 0
             fp, bp = self.moe.part(layer, mb, False), self.moe.part(layer, mb, True)
+            wg += self.w_moe_base + bp.experts / 2
             f.extend(self.moe_base[0], ops=ops)
             f.extend(_moe_phase(fp, ops), ops=ops)
             b.extend(_moe_phase(bp, ops), ops=ops)
@@ -103,11 +111,12 @@ class _Builder:
                 b.extend(_moe_phase(fp, ops), ops=ops)
             b.extend(self.moe_base[1], ops=ops)
         f.extend(self.dense[0], dense_run, ops), b.extend(self.dense[1], dense_run, ops)
+        wg += self.w_dense * dense_run
         if last:
             f.extend(self.output[0], ops=ops)
         if first:
             b.extend(self.embed[1], ops=ops)
-        return f, b
+        return f, b, min(wg, b.duration)
 
 
 def _moe_phase(part: MoEPart, ops: bool) -> Phase:
@@ -125,20 +134,26 @@ def build_plan(w: Workload, topo: Topology) -> Plan:
     bld = _Builder(w, topo)
     p = w.parallelism
     P, V, M = p.pipeline, bld.shape.chunks, w.num_microbatches
-    fwd, bwd = np.zeros((P, V, M)), np.zeros((P, V, M))
+    schedule = bld.shape.schedule.steps(P, M, p.vp)
+    fwd, bwd, wgrad = np.zeros((P, V, M)), np.zeros((P, V, M)), np.zeros((P, V, M))
+    fwd_ep, bwd_ep = np.zeros((P, V, M)), np.zeros((P, V, M))
     phases: dict[tuple[str, int, int], Phase] = {}
     totals = [dict.fromkeys(AXES, 0.0) for _ in range(P)]
     varies = bld.moe is not None
     for s in range(P):
+        runs = _microbatches(schedule[s], V)
         for c in range(V):
             first, last = bld.shape.first(s, c), bld.shape.last(s, c)
-            for mb in range(M if varies else 1):
-                f, b = bld.chunk(s, c, mb, first, last, ops=mb == 0)
-                if mb == 0:
+            mbs = runs[c]
+            for k, mb in enumerate(mbs if varies else mbs[:1]):
+                f, b, wg = bld.chunk(s, c, mb, first, last, ops=k == 0)
+                if k == 0:
                     phases[("F", s, c)], phases[("B", s, c)] = f, b
-                sl = slice(mb, mb + 1) if varies else slice(None)
-                fwd[s, c, sl], bwd[s, c, sl] = f.duration, b.duration
-                weight = 1 if varies else M
+                sl = [mb] if varies else mbs
+                fwd[s, c, sl], bwd[s, c, sl], wgrad[s, c, sl] = f.duration, b.duration, wg
+                fwd_ep[s, c, sl], bwd_ep[s, c, sl] = f.exposed.get("ep", 0.0), \
+                    b.exposed.get("ep", 0.0)
+                weight = 1 if varies else len(mbs)
                 for ph in (f, b):
                     totals[s]["compute"] += ph.compute * weight
                     for axis in ("tp", "cp", "ep"):
@@ -151,7 +166,8 @@ def build_plan(w: Workload, topo: Topology) -> Plan:
     if bld.moe is not None:
         imbalance.update(_moe_imbalance(bld.moe))
     return Plan(workload=w, topo=topo, partition=bld.part, groups=bld.groups, phases=phases,
-                engine_input=_engine_input(w, topo, bld, fwd, bwd, params),
+                engine_input=_engine_input(w, topo, bld, schedule, (fwd, bwd, wgrad, fwd_ep,
+                                                                        bwd_ep), params),
                 stage_params=params, totals=totals, notes=notes, imbalance=imbalance,
                 moe=bld.moe, shape=bld.shape)
 
@@ -185,9 +201,20 @@ def _buckets(params: float, dp: int, group: Placement, topo: Topology, dist_opt:
     return [(collective_time(op, nbytes, group, topo), nbytes)] * n
 
 
-def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
+def _microbatches(steps, chunks: int) -> list[list[int]]:
+    """Micro-batches each chunk of a stage forwards (DualPipe: half per direction)."""
+    runs: list[list[int]] = [[] for _ in range(chunks)]
+    for x in steps:
+        if x.phase == "F":
+            runs[x.chunk].append(x.mb)
+    return [sorted(r) for r in runs]
+
+
+def _engine_input(w: Workload, topo: Topology, bld: _Builder, schedule, tables,
                   params: list[StageParams]) -> EngineInput:
     p, tr = w.parallelism, w.training
+    fwd, bwd, wgrad, fwd_ep, bwd_ep = tables
+    sched = bld.shape.schedule
     g = bld.groups
     x = dims(w)
     P, V = p.pipeline, bld.shape.chunks
@@ -196,6 +223,10 @@ def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
     dense_shard, edp = bld.shape.dense_shard, bld.shape.expert_shard
     buckets, sizes, opt, ag, ag_bytes = [], [], [], [], []
     grad_bytes = GRAD_BYTES if tr.grad_reduce_in_fp32 else BYTES["bf16"]
+    # Two model copies (DualPipe): each chunk's gradient is first summed with its twin's on
+    # stage p-1-s, an all-reduce of two ranks placed as the farthest pipeline pair.
+    twin = topo.place(2, strides(w)["pp"] * (P - 1)) \
+        if sched.param_copies(P, p.vp) > 1 and P > 1 else None
     for s in range(P):
         sp = params[s]
         per_chunk = bld.part.layers[s]
@@ -203,7 +234,9 @@ def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
         row = []
         for c in range(V):
             share = per_chunk[c] / total_layers
-            row.append(_buckets(sp.dense * share, dense_shard, g["dp_cp"], topo,
+            pair = (sp.dense + sp.expert) * share * grad_bytes
+            row.append(([(collective_time("all_reduce", pair, twin, topo), pair)] if twin else [])
+                       + _buckets(sp.dense * share, dense_shard, g["dp_cp"], topo,
                                 tr.distributed_optimizer, grad_bytes)
                        + _buckets(sp.expert * share, edp, g["edp"], topo,
                                   tr.distributed_optimizer, grad_bytes))
@@ -217,8 +250,8 @@ def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
         ag.append(gather)
         ag_bytes.append((sp.dense + sp.expert) * PARAM_BYTES if gather else 0.0)
     return EngineInput(
-        schedule=bld.shape.schedule.steps(P, w.num_microbatches, p.vp),
-        route=bld.shape.route, post_validation=bld.shape.schedule.post_validation,
+        schedule=schedule, route=bld.shape.route, post_validation=sched.post_validation,
+        wgrad=wgrad if sched.uses_w else None, fwd_ep=fwd_ep, bwd_ep=bwd_ep,
         fwd=fwd, bwd=bwd, p2p=np.full(P, p2p), dp_buckets=buckets,
         optimizer=np.array(opt), param_gather=np.array(ag),
         overlap_grad_reduce=tr.overlap_grad_reduce,
