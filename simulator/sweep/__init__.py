@@ -35,9 +35,7 @@ fit, bounds the rest and simulates only those that can still reach the top
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from .executors import Executor, make_executor
 from .progress import Progress
@@ -46,6 +44,9 @@ from .runner import SweepCounts, run_points, write_csv, write_parquet
 from .search import SearchResult, search_plans
 from .spec import SweepSpec, expand, load_sweep, make_spec
 from .store import ResultStore
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "Executor", "ResultStore", "SearchResult", "SweepCounts", "SweepSpec", "expand",
