@@ -15,7 +15,8 @@ import sys
 
 from ..errors import ConfigError
 from ..sweep import SearchResult, search
-from .common import add_config_arguments, overrides
+from .common import (add_config_arguments, add_format_argument, check_numbers, emit,
+                     output_format, overrides)
 from .sweep import add_executor_arguments
 
 NAME = "search"
@@ -26,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p)
     p.add_argument("--gpus", type=int, required=True, metavar="N", help="number of GPUs")
     p.add_argument("--top", type=int, default=10, help="plans to show (default 10)")
-    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    add_format_argument(p, ("table", "json", "csv"))
     p.add_argument("--micro-batch-sizes", default="1,2,4,8", metavar="LIST",
                    help="micro-batch sizes to try, comma-separated (default 1,2,4,8)")
     p.add_argument("--max-context", type=int, default=16, metavar="CP",
@@ -47,18 +48,21 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_numbers(args, top="positive", max_context="positive", max_simulations="positive",
+                  workers="positive")
     result = search(args.workload, args.topology, args.gpus, args.top,
                     executor=args.executor, scheduler=args.scheduler, workers=args.workers,
                     store=args.store, overrides=overrides(args.set),
                     topology_overrides=overrides(args.set_topology),
                     micro_batch_sizes=_sizes(args.micro_batch_sizes),
                     max_context=args.max_context, max_simulations=args.max_simulations)
-    if args.format == "json":
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
-    elif args.format == "csv":
-        result.plans.to_csv(sys.stdout, index=False)
+    fmt = output_format(args)
+    if fmt == "json":
+        emit(args, json.dumps(result.to_dict(), indent=2) + "\n")
+    elif fmt == "csv":
+        emit(args, result.plans.to_csv(index=False))
     else:
-        sys.stdout.write(format_table(result))
+        emit(args, format_table(result))
     return 0
 
 
