@@ -17,6 +17,7 @@ from ..config import parse_override
 from ..errors import ConfigError
 from ..io import atomic_write_text
 
+
 def add_config_arguments(p: argparse.ArgumentParser, workload: bool = True) -> None:
     if workload:
         p.add_argument("workload", help="workload YAML path or shipped name (e.g. llama3-8b)")

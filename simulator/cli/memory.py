@@ -12,8 +12,14 @@ import json
 from ..config import Workload, load_topology, load_workload
 from ..hardware import Topology
 from ..memory import COMPONENTS, MemoryReport, estimate_memory
-from .common import (add_config_arguments, add_format_argument, check_numbers, emit,
-                     output_format, overrides)
+from .common import (
+    add_config_arguments,
+    add_format_argument,
+    check_numbers,
+    emit,
+    output_format,
+    overrides,
+)
 
 NAME = "memory"
 HELP = "Per-GPU memory of each pipeline stage (parameters, grads, optimizer, activations)."

@@ -48,7 +48,9 @@ def format_table(r: Result) -> str:
         f"  step time          {r.step_time_s:10.3f} s",
         f"  throughput         {r.tokens_per_s:10.4g} tokens/s",
         f"  model TFLOP/s/GPU  {r.model_tflops_per_gpu:10.1f}",
+        f"  causal TFLOP/s/GPU {r.model_tflops_per_gpu_causal:10.1f}",
         f"  MFU                {r.mfu * 100:10.1f} %",
+        f"  HFU                {r.hfu * 100:10.1f} %  (FLOPs executed, recompute included)",
         f"  bubble             {r.bubble_fraction * 100:10.1f} %",
         f"  memory per GPU     {r.memory_per_gpu_GB:10.1f} GB "
         f"({'fits' if r.fits_in_memory else 'DOES NOT FIT'})",

@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from ..errors import ConfigError
 from ..sweep import SearchResult, search
-from .common import (add_config_arguments, add_format_argument, check_numbers, emit,
-                     output_format, overrides)
+from .common import (
+    add_config_arguments,
+    add_format_argument,
+    check_numbers,
+    emit,
+    output_format,
+    overrides,
+)
 from .sweep import add_executor_arguments
 
 NAME = "search"

@@ -29,6 +29,9 @@ SEARCH_DIRS = {"topologies": "topologies", "workloads": "workloads"}
 ARG_NAMES = {"topologies": "topology", "workloads": "workload"}
 MAX_VALUES = 100_000  # values in a document once YAML aliases are expanded
 MAX_BYTES = 1_000_000  # a configuration is a few kB; refuse a bigger file before parsing it
+# What PyYAML's constructors raise for a well-formed but meaningless scalar: not YAMLError
+# but ValueError (2024-02-30), TypeError / OverflowError, KeyError (!!bool maybe).
+CONSTRUCT_ERRORS = (ValueError, TypeError, LookupError, OverflowError, AttributeError)
 MAX_DEPTH = 64  # nesting of a document given as a Python dict (YAML is checked by the parser)
 SECTIONS = {Workload: ("workload", {"gpu", "tiers"}, "topology"),
             TopologyConfig: ("topology", {"model", "parallelism", "training"}, "workload")}
@@ -83,7 +86,7 @@ def _bad_scalar(root: yaml.Node, prefix: str = "") -> tuple[str, str]:
         if isinstance(node, yaml.ScalarNode):
             try:
                 yaml.constructor.SafeConstructor().construct_object(node)
-            except (ValueError, TypeError, OverflowError, yaml.YAMLError):
+            except (*CONSTRUCT_ERRORS, yaml.YAMLError):
                 return path or "document", node.value
         elif isinstance(node, yaml.MappingNode):
             for key, value in node.value:
@@ -115,8 +118,9 @@ def parse_yaml(text: str, name: str) -> tuple[dict, dict[str, int]]:
     Every failure of the YAML library is a ConfigError: its reader refuses
     control characters (also in comments) when the loader is built, and its
     constructors raise plain ``ValueError`` (an impossible date such as
-    ``2024-02-30``) or ``TypeError`` / ``OverflowError`` for a bad tagged value
-    (``!!int 1e3``), not YAML's own error type.
+    ``2024-02-30``), ``KeyError`` or ``TypeError`` for a bad tagged value
+    (``!!bool maybe``, ``!!int 1e3``), not YAML's own error type
+    (CONSTRUCT_ERRORS).
     """
     lines: dict[str, int] = {}
     loader, node = None, None
@@ -136,7 +140,7 @@ def parse_yaml(text: str, name: str) -> tuple[dict, dict[str, int]]:
     except RecursionError:
         raise ConfigError("document", "deeply nested", "is nested too deeply to be a "
                           "configuration", source=name) from None
-    except (ValueError, TypeError, OverflowError) as exc:
+    except CONSTRUCT_ERRORS as exc:
         if isinstance(exc, ConfigError):
             raise
         path, value = _bad_scalar(node) if node is not None else ("document", "bad value")
@@ -223,7 +227,7 @@ def parse_override(item: str) -> tuple[str, Any]:
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError:
         value = raw
-    except (ValueError, TypeError, OverflowError) as exc:  # 2024-02-30, !!int 1e3
+    except CONSTRUCT_ERRORS as exc:  # 2024-02-30, !!int 1e3, !!bool maybe
         raise ConfigError(key, raw, f"cannot be read as a YAML value: {exc}",
                           source="override") from None
     return key, value
