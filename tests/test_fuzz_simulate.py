@@ -34,14 +34,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fuzz_inputs import cli_argv, deep_dict, override_text, path_text, yaml_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulator import ConfigError, simulate
 from simulator.cli.main import main as cli_main
 from simulator.config import load_workload, parse_override
-
-from fuzz_inputs import cli_argv, deep_dict, override_text, path_text, yaml_text
 
 BIG = os.environ.get("CLUSTERSIM_FUZZ_EXAMPLES")
 
