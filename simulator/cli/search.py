@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 
+import pandas as pd
+
 from ..errors import ConfigError
 from ..sweep import SearchResult, search
 from .common import (
@@ -30,7 +32,8 @@ HELP = "rank every parallel plan of WORKLOAD on N GPUs by simulated throughput"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p)
-    p.add_argument("--gpus", type=int, required=True, metavar="N", help="number of GPUs")
+    p.add_argument("--gpus", required=True, metavar="N[,N...]",
+                   help="number of GPUs; several, comma-separated, search each in turn")
     p.add_argument("--top", type=int, default=10, help="plans to show (default 10)")
     add_format_argument(p, ("table", "json", "csv"))
     p.add_argument("--micro-batch-sizes", default="1,2,4,8", metavar="LIST",
@@ -42,20 +45,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_executor_arguments(p)
 
 
-def _sizes(text: str) -> tuple[int, ...]:
+def _sizes(text: str, option: str = "--micro-batch-sizes") -> tuple[int, ...]:
     try:
         sizes = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         sizes = ()
     if not sizes or min(sizes) < 1:
-        raise ConfigError("--micro-batch-sizes", text, "expected positive integers, e.g. 1,2,4")
+        raise ConfigError(option, text, "expected positive integers, e.g. 1,2,4")
     return sizes
 
 
 def run(args: argparse.Namespace) -> int:
     check_numbers(args, top="positive", max_context="positive", max_simulations="positive",
                   workers="positive")
-    result = search(args.workload, args.topology, args.gpus, args.top,
+    results = search(args.workload, args.topology, list(_sizes(args.gpus, "--gpus")), args.top,
                     executor=args.executor, scheduler=args.scheduler, workers=args.workers,
                     store=args.store, overrides=overrides(args.set),
                     topology_overrides=overrides(args.set_topology),
@@ -63,11 +66,13 @@ def run(args: argparse.Namespace) -> int:
                     max_context=args.max_context, max_simulations=args.max_simulations)
     fmt = output_format(args)
     if fmt == "json":
-        emit(args, json.dumps(result.to_dict(), indent=2) + "\n")
+        docs = [r.to_dict() for r in results]
+        emit(args, json.dumps(docs[0] if len(docs) == 1 else docs, indent=2) + "\n")
     elif fmt == "csv":
-        emit(args, result.plans.to_csv(index=False))
+        frames = [r.plans.assign(gpus=r.gpus) for r in results]
+        emit(args, pd.concat(frames, ignore_index=True).to_csv(index=False))
     else:
-        emit(args, format_table(result))
+        emit(args, "\n".join(format_table(r) for r in results))
     return 0
 
 
