@@ -19,6 +19,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ConfigError
+from .files import read_text
+from .hf import expand_hf_config
 from .topology import TopologyConfig
 from .workload import Workload
 
@@ -28,7 +30,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SEARCH_DIRS = {"topologies": "topologies", "workloads": "workloads"}
 ARG_NAMES = {"topologies": "topology", "workloads": "workload"}
 MAX_VALUES = 100_000  # values in a document once YAML aliases are expanded
-MAX_BYTES = 1_000_000  # a configuration is a few kB; refuse a bigger file before parsing it
 # What PyYAML's constructors raise for a well-formed but meaningless scalar: not YAMLError
 # but ValueError (2024-02-30), TypeError / OverflowError, KeyError (!!bool maybe).
 CONSTRUCT_ERRORS = (ValueError, TypeError, LookupError, OverflowError, AttributeError)
@@ -158,7 +159,7 @@ def parse_yaml(text: str, name: str) -> tuple[dict, dict[str, int]]:
     return data, lines
 
 
-def _is_file(path: Path) -> bool:
+def is_file(path: Path) -> bool:
     """``path.is_file()``, False for a name the OS refuses (too long, too deep, NUL)."""
     try:
         return path.is_file()
@@ -169,11 +170,11 @@ def _is_file(path: Path) -> bool:
 def resolve_path(ref: str | Path, kind: str) -> Path:
     """A path as given, or a shipped name (``dgx-h100``) looked up in ``topologies/``."""
     path = Path(ref)
-    if _is_file(path):
+    if is_file(path):
         return path
     for base in (REPO_ROOT / SEARCH_DIRS[kind], Path.cwd() / SEARCH_DIRS[kind]):
         for cand in (base / f"{ref}.yaml", base / str(ref)):
-            if _is_file(cand):
+            if is_file(cand):
                 return cand
     shipped = sorted(p.stem for p in (REPO_ROOT / SEARCH_DIRS[kind]).glob("*.yaml"))
     hint = did_you_mean(str(ref)[:200], shipped)
@@ -182,37 +183,24 @@ def resolve_path(ref: str | Path, kind: str) -> Path:
 
 
 def read_document(ref: str | Path | dict, kind: str) -> tuple[dict, dict[str, int], str]:
-    """Load a document from a dict, a path or a shipped name."""
+    """Load a document from a dict, a path or a shipped name.
+
+    A workload's ``model: {hf_config: PATH}`` is expanded here
+    (:mod:`.hf`), PATH relative to the YAML file's folder.
+    """
     if isinstance(ref, dict):
-        return ref, {}, "<dict>"
-    if not isinstance(ref, str | Path):
+        data, lines, source, base = ref, {}, "<dict>", None
+    elif isinstance(ref, str | Path):
+        path = resolve_path(ref, kind)
+        text = read_text(path, ARG_NAMES[kind], str(ref))
+        data, lines = parse_yaml(text, str(path))
+        source, base = str(path), path.resolve().parent
+    else:
         raise ConfigError(ARG_NAMES[kind], type(ref).__name__,
                           "expected a path, a shipped name, a dict or a config object")
-    path = resolve_path(ref, kind)
-    text = read_text(path, ARG_NAMES[kind], str(ref))
-    data, lines = parse_yaml(text, str(path))
-    return data, lines, str(path)
-
-
-def read_text(path: Path, field: str, shown: str) -> str:
-    """A configuration file's UTF-8 text; ConfigError (naming ``field``) otherwise.
-
-    Reads at most MAX_BYTES + 1 bytes, so a huge file or an endless special
-    file (``/dev/zero``) is refused without being read whole.
-    """
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(field, shown, f"cannot be read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_BYTES:
-        raise ConfigError(field, shown, f"is larger than {MAX_BYTES // 1_000_000} MB; "
-                          "a configuration is a few kB") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(field, shown,
-                          f"is not UTF-8 text (byte {exc.start}); expected a YAML file") from None
+    if kind == "workloads":
+        data = expand_hf_config(data, base)
+    return data, lines, source
 
 
 def parse_override(item: str) -> tuple[str, Any]:
