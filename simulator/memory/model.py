@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from ..config.workload import Workload
 from ..errors import ConfigError
 from ..hardware import Topology
+from ..workload.params import expert_data_parallel, stage_params
 from ..workload.partition import Partition, partition_layers
 from .activations import BYTES_16, moe_load
-from .parameters import expert_data_parallel, stage_params
 from .stage_activations import stage_activations
 from .states import fp8_copy_bytes, grad_bytes, optimizer_bytes, weight_bytes
 

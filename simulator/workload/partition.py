@@ -19,6 +19,13 @@ Rules, in order:
    because those also carry the embedding and the output layer. This is how
    Llama 3 405B placed 126 layers on 16 stages (7 on the first and last, 8
    elsewhere). The result says which rule was used in ``note``.
+
+The split is over the *global* chunks of one model copy; which global chunk
+each (stage, chunk) holds is the schedule's placement
+(:meth:`simulator.schedules.Schedule.place`): Megatron's interleaving puts
+global chunk ``c*p + s`` on stage ``s`` as chunk ``c``, a V shape ``s`` and
+``2p-1-s``, DualPipe stage ``s`` and ``p-1-s`` of two model copies. Layer ids
+of a chunk (:meth:`Partition.layer_ids`) are read here and nowhere else.
 """
 
 from __future__ import annotations
@@ -28,14 +35,26 @@ from dataclasses import dataclass
 
 from ..config.workload import Workload
 from ..errors import ConfigError
+from ..schedules import get_schedule
 
 
 @dataclass(frozen=True)
 class Partition:
-    """``layers[stage][chunk]``: decoder layers of each virtual-stage chunk."""
+    """``layers[stage][chunk]``: decoder layers of each chunk a stage holds.
+
+    ``place[stage][chunk]``: the global chunk it holds (default Megatron's
+    ``c*p + s``); ``counts[g]``: layers of global chunk ``g``.
+    """
 
     layers: tuple[tuple[int, ...], ...]
     note: str
+    place: tuple[tuple[int, ...], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.place is None:
+            p = len(self.layers)
+            object.__setattr__(self, "place", tuple(
+                tuple(c * p + s for c in range(len(self.layers[s]))) for s in range(p)))
 
     def stage_layers(self, stage: int) -> int:
         return sum(self.layers[stage])
@@ -44,14 +63,36 @@ class Partition:
     def num_stages(self) -> int:
         return len(self.layers)
 
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """Layers per global chunk of one model copy."""
+        n = 1 + max(max(row) for row in self.place)
+        out = [0] * n
+        for row, lay in zip(self.place, self.layers, strict=True):
+            for g, k in zip(row, lay, strict=True):
+                out[g] = k
+        return tuple(out)
+
+    def layer_ids(self, stage: int, chunk: int) -> list[int]:
+        """Global 0-based decoder-layer indices of ``chunk`` on ``stage``."""
+        g = self.place[stage][chunk]
+        start = sum(self.counts[:g])
+        return list(range(start, start + self.layers[stage][chunk]))
+
+    def stage_layer_ids(self, stage: int) -> list[int]:
+        """Every decoder layer ``stage`` holds, chunk by chunk."""
+        return [i for c in range(len(self.layers[stage])) for i in self.layer_ids(stage, c)]
+
 
 def partition_layers(w: Workload) -> Partition:
     L = w.model.num_layers
     p = w.parallelism.pipeline
-    vp = w.parallelism.vp
+    sched = get_schedule(w.parallelism.pipeline_schedule)
+    vp = sched.chunks(w.parallelism.vp)
+    route = sched.route(p, w.parallelism.vp)
     first = w.parallelism.decoder_first_pipeline_num_layers
     last = w.parallelism.decoder_last_pipeline_num_layers
-    chunks = p * vp
+    chunks = route.chunks_per_copy
     emb = w.parallelism.account_for_embedding_in_pipeline_split
     loss = w.parallelism.account_for_loss_in_pipeline_split
     layout = w.parallelism.pipeline_model_parallel_layout
@@ -66,7 +107,10 @@ def partition_layers(w: Workload) -> Partition:
     if layout is not None:
         counts, note = _from_layout(layout, L, chunks), f"layout {layout}"
     elif first is not None or last is not None:
-        counts, note = _explicit(L, p, vp, first, last)
+        stage_of = [0] * chunks
+        for (s, _c), (_copy, g) in route.place.items():
+            stage_of[g] = s
+        counts, note = _explicit(L, p, chunks // p, first, last, stage_of)
     elif emb or loss:
         counts, note = _accounted(L, chunks, emb, loss)
     elif L % chunks == 0:
@@ -80,9 +124,9 @@ def partition_layers(w: Workload) -> Partition:
             raise ConfigError("parallelism.pipeline", p,
                               f"pipeline*virtual_pipeline ({chunks}) must not exceed "
                               f"num_layers ({L})")
-    # Virtual chunk c of stage s is global chunk c*p + s (Megatron's interleaving order).
-    layers = tuple(tuple(counts[c * p + s] for c in range(vp)) for s in range(p))
-    return Partition(layers=layers, note=note)
+    place = tuple(tuple(route.place[(s, c)][1] for c in range(vp)) for s in range(p))
+    layers = tuple(tuple(counts[g] for g in row) for row in place)
+    return Partition(layers=layers, note=note, place=place)
 
 
 def _outer_first(L: int, chunks: int) -> list[int]:
@@ -148,7 +192,8 @@ def _accounted(L: int, chunks: int, emb: bool, loss: bool) -> tuple[list[int], s
                     f"first {counts[0]}, last {counts[-1]}")
 
 
-def _explicit(L: int, p: int, vp: int, first: int | None, last: int | None):
+def _explicit(L: int, p: int, vp: int, first: int | None, last: int | None,
+              stage_of: list[int]) -> tuple[list[int], str]:
     fixed = (first or 0) + (last or 0)
     middle_stages = p - (first is not None) - (last is not None)
     rest = L - fixed
@@ -168,6 +213,6 @@ def _explicit(L: int, p: int, vp: int, first: int | None, last: int | None):
         raise ConfigError("parallelism.virtual_pipeline", vp,
                           f"must divide each stage's layers (first={stages[0]}, "
                           f"middle={mid}, last={stages[-1]}) to split them over chunks")
-    # global chunk c*p + s holds stage s's layers / vp
-    counts = [stages[g % p] // vp for g in range(p * vp)]
+    # each global chunk holds its stage's layers / vp (Megatron: c*p + s on stage s)
+    counts = [stages[stage_of[g]] // vp for g in range(p * vp)]
     return counts, f"uneven split: first={stages[0]}, last={stages[-1]}, middle={mid}"
