@@ -10,10 +10,16 @@ import argparse
 import json
 
 from ..config import Workload, load_topology, load_workload
-from ..errors import ConfigError
 from ..hardware import Topology
 from ..memory import COMPONENTS, MemoryReport, estimate_memory
-from .common import add_config_arguments, overrides
+from .common import (
+    add_config_arguments,
+    add_format_argument,
+    check_numbers,
+    emit,
+    output_format,
+    overrides,
+)
 
 NAME = "memory"
 HELP = "Per-GPU memory of each pipeline stage (parameters, grads, optimizer, activations)."
@@ -24,24 +30,21 @@ _SHORT = {"parameters": "params", "gradients": "grads", "optimizer": "optim",
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p)
-    p.add_argument("--format", choices=("table", "json"), default="table",
-                   help="output format (default: table)")
+    add_format_argument(p, ("table", "json"))
     p.add_argument("--expert-load-factor", type=float, default=1.0, metavar="X",
                    help="MoE: routed tokens on the busiest EP rank over the uniform share "
                         "(default 1.0)")
 
 
 def run(args: argparse.Namespace) -> int:
+    check_numbers(args, expert_load_factor="positive")
     w = load_workload(args.workload, overrides(args.set))
     topo = Topology.from_config(load_topology(args.topology, overrides(args.set_topology)))
-    if not args.expert_load_factor > 0:
-        raise ConfigError("--expert-load-factor", args.expert_load_factor, "must be > 0")
     report = estimate_memory(w, topo, expert_load_factor=args.expert_load_factor)
-    if args.format == "json":
-        print(json.dumps(to_dict(report, w.model.name, topo), indent=2))
+    if output_format(args) == "json":
+        emit(args, json.dumps(to_dict(report, w.model.name, topo), indent=2) + "\n")
     else:
-        print(_plan_line(w))
-        print(render_table(report, w.model.name, topo))
+        emit(args, _plan_line(w) + "\n" + render_table(report, w.model.name, topo) + "\n")
     return 0
 
 

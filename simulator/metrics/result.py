@@ -8,9 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from ..config.workload import Workload
 from ..engine import EngineResult
+from ..hardware import Topology
 from ..workload.plan import Plan
-from .flops import model_flops_per_step
+from .flops import executed_flops_per_step, kept_fraction, model_flops_per_step
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
 
@@ -27,6 +29,8 @@ class Result:
     tokens_per_s: float
     model_tflops_per_gpu: float
     mfu: float
+    model_tflops_per_gpu_causal: float
+    hfu: float
     bubble_fraction: float
     compute_time_s: float
     optimizer_time_s: float
@@ -82,6 +86,13 @@ def _plan_dict(plan: Plan) -> dict[str, Any]:
     }
 
 
+def kernel_peak(w: Workload, topo: Topology) -> float:
+    """FLOP/s of the fastest tensor cores the simulated kernels use: the FP8 peak in an
+    FP8 recipe, else the bf16 peak (fp16 GEMMs are timed at it; :mod:`simulator.compute`).
+    HFU divides by it, so no kernel can be credited more than its hardware delivers."""
+    return topo.gpu.peak("fp8" if w.training.precision == "fp8" else "bf16")
+
+
 def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     """Build the result: critical-stage breakdown, throughput, MFU, memory, imbalance."""
     w, topo = plan.workload, plan.topo
@@ -101,7 +112,9 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     compute = sums["compute"] + st.optimizer
     step = run.step_time
     tokens = w.training.global_batch_size * w.model.seq_length
-    flops = model_flops_per_step(w)
+    kept = kept_fraction(plan)
+    flops = model_flops_per_step(w, kept_fraction=kept)
+    causal = model_flops_per_step(w, causal=True, kept_fraction=kept)
     peak = topo.gpu.peak(w.training.precision)
     busy = [s.busy for s in run.stages]
     imbalance = {"pp": max(busy) / (sum(busy) / len(busy)) if sum(busy) > 0 else 1.0,
@@ -110,6 +123,8 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         workload=w.model.name, topology=topo.name, num_gpus=n, plan=_plan_dict(plan),
         step_time_s=step, tokens_per_s=tokens / step,
         model_tflops_per_gpu=flops / step / n / 1e12, mfu=flops / (step * n * peak),
+        model_tflops_per_gpu_causal=causal / step / n / 1e12,
+        hfu=executed_flops_per_step(plan) / (step * n * kernel_peak(w, topo)),
         bubble_fraction=bubble / step, compute_time_s=compute, optimizer_time_s=st.optimizer,
         exposed_comm_s=exposed,
         breakdown_s={"compute": compute, **exposed, "bubble": bubble},

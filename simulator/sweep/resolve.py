@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import TopologyConfig, Workload
-from ..config.loader import apply_overrides, read_document, validate_model
+from ..config.loader import apply_overrides, is_file, read_document, validate_model
 from ..errors import ConfigError
 from ..workload.validate import check_plan
 from .spec import Point
@@ -46,7 +46,7 @@ class Documents:
         key = (kind, str(ref))
         if key not in self._cache:
             path = ref
-            if self.base_dir is not None and (self.base_dir / str(ref)).is_file():
+            if self.base_dir is not None and is_file(self.base_dir / str(ref)):
                 path = self.base_dir / str(ref)
             try:
                 self._cache[key] = read_document(path, kind)
