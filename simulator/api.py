@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from .config import TopologyConfig, Workload, load_topology, load_workload
-from .config.validate import check_plan
-from .engine import run_engine
+from .engine import ListRecorder, NullRecorder, run_engine
 from .errors import ConfigError
 from .hardware import Topology
 from .memory import estimate_memory
 from .metrics import Result, summarize
 from .workload.plan import Plan, build_plan
+from .workload.validate import check_plan
 
 Ref = str | Path | dict | Workload
 TopologyRef = str | Path | dict | TopologyConfig
@@ -76,12 +76,9 @@ def simulate_resolved(w: Workload, t: TopologyConfig, keep_records: bool = False
     """Simulate an already validated configuration; returns (result, plan, engine run)."""
     topo = Topology.from_config(t)
     p = build_plan(w, topo)
-    run = run_engine(p.engine_input)
+    run = run_engine(p.engine_input, ListRecorder() if keep_records else NullRecorder())
     mem = estimate_memory(w, topo, p.partition)
-    result = summarize(p, run, mem)
-    if not keep_records:
-        run.records = []
-    return result, p, run
+    return summarize(p, run, mem), p, run
 
 
 def simulate(workload: Ref, topology: TopologyRef, overrides: Overrides | None = None,

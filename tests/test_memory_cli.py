@@ -11,9 +11,7 @@ from simulator.cli import main as cli
 
 @pytest.fixture
 def run(monkeypatch, capsys):
-    # Dispatch through the real entry point with only this subcommand loaded, so the
-    # test does not depend on other subcommands' modules.
-    monkeypatch.setattr(cli, "COMMANDS", ["simulator.cli.memory"])
+    # Dispatch through the real entry point (it loads only the chosen subcommand's module).
 
     def _run(*argv: str) -> tuple[int, str, str]:
         code = cli.main(["memory", *argv])
@@ -23,7 +21,7 @@ def run(monkeypatch, capsys):
 
 
 def test_registered():
-    assert "simulator.cli.memory" in cli.COMMANDS
+    assert cli.COMMANDS["memory"][0] == "simulator.cli.memory"
 
 
 def test_table_per_stage_and_verdict(run):

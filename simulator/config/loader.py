@@ -27,8 +27,11 @@ from .workload import Workload
 M = TypeVar("M", bound=BaseModel)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SEARCH_DIRS = {"topologies": "topologies", "workloads": "workloads"}
-ARG_NAMES = {"topologies": "topology", "workloads": "workload"}
+# Where installed copies of the shipped folders live: the wheel build (setup.py) copies
+# the top-level workloads/, topologies/ and sweeps/ to simulator/shipped/.
+INSTALLED_ROOT = Path(__file__).resolve().parents[1] / "shipped"
+SEARCH_DIRS = {"topologies": "topologies", "workloads": "workloads", "sweeps": "sweeps"}
+ARG_NAMES = {"topologies": "topology", "workloads": "workload", "sweeps": "sweep"}
 MAX_VALUES = 100_000  # values in a document once YAML aliases are expanded
 # What PyYAML's constructors raise for a well-formed but meaningless scalar: not YAMLError
 # but ValueError (2024-02-30), TypeError / OverflowError, KeyError (!!bool maybe).
@@ -164,6 +167,21 @@ def parse_yaml(text: str, name: str) -> tuple[dict, dict[str, int]]:
     return data, lines
 
 
+def shipped_dirs(kind: str) -> list[Path]:
+    """Folders holding the shipped ``kind`` documents (``workloads``, ``topologies``, ``sweeps``).
+
+    A source checkout (or editable install) has them at the repository root; an
+    installed wheel has them as package data under ``simulator/shipped/``.
+    """
+    bases = (REPO_ROOT / SEARCH_DIRS[kind], INSTALLED_ROOT / SEARCH_DIRS[kind])
+    return [b for b in bases if b.is_dir()]
+
+
+def shipped_names(kind: str) -> list[str]:
+    """Every shipped name of ``kind``, sorted (the first folder wins on a clash)."""
+    return sorted({p.stem for base in shipped_dirs(kind) for p in base.glob("*.yaml")})
+
+
 def is_file(path: Path) -> bool:
     """``path.is_file()``, False for a name the OS refuses (too long, too deep, NUL)."""
     try:
@@ -173,15 +191,16 @@ def is_file(path: Path) -> bool:
 
 
 def resolve_path(ref: str | Path, kind: str) -> Path:
-    """A path as given, or a shipped name (``dgx-h100``) looked up in ``topologies/``."""
+    """A path as given, or a shipped name (``dgx-h100``) looked up in the shipped folders,
+    then in ``./topologies`` (``./workloads``, ``./sweeps``) of the working directory."""
     path = Path(ref)
     if is_file(path):
         return path
-    for base in (REPO_ROOT / SEARCH_DIRS[kind], Path.cwd() / SEARCH_DIRS[kind]):
+    for base in (*shipped_dirs(kind), Path.cwd() / SEARCH_DIRS[kind]):
         for cand in (base / f"{ref}.yaml", base / str(ref)):
             if is_file(cand):
                 return cand
-    shipped = sorted(p.stem for p in (REPO_ROOT / SEARCH_DIRS[kind]).glob("*.yaml"))
+    shipped = shipped_names(kind)
     hint = did_you_mean(str(ref)[:200], shipped)
     raise ConfigError(ARG_NAMES[kind], str(ref),
                       f"no such file or shipped name{hint}; shipped: {', '.join(shipped)}")

@@ -119,7 +119,9 @@ class ParallelConfig(BaseModel):
     expert_tensor: PositiveInt | None = None  # ETP; default = tensor (Megatron-Core)
     virtual_pipeline: PositiveInt | None = None
     sequence_parallel: bool = False
-    pipeline_schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
+    # Any schedule registered in simulator.schedules (one file each); checked, with the
+    # schedule's own rules (virtual_pipeline, micro-batch count), by workload.validate.
+    pipeline_schedule: str = "1f1b"
     decoder_first_pipeline_num_layers: PositiveInt | None = None
     decoder_last_pipeline_num_layers: PositiveInt | None = None
     rank_order: str = "tp-cp-ep-dp-pp"
@@ -131,12 +133,6 @@ class ParallelConfig(BaseModel):
             raise ConfigError("parallelism.rank_order", self.rank_order,
                               "must order tp, cp, ep, dp, pp once each, joined by '-'")
         vp = self.virtual_pipeline or 1
-        if self.pipeline_schedule == "interleaved" and vp < 2:
-            raise ConfigError("parallelism.virtual_pipeline", self.virtual_pipeline,
-                              "must be >= 2 with pipeline_schedule 'interleaved'")
-        if self.pipeline_schedule != "interleaved" and vp > 1:
-            raise ConfigError("parallelism.pipeline_schedule", self.pipeline_schedule,
-                              "must be 'interleaved' when virtual_pipeline > 1")
         if vp > 1 and self.pipeline == 1:
             raise ConfigError("parallelism.virtual_pipeline", vp,
                               "needs parallelism.pipeline > 1")

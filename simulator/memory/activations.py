@@ -46,6 +46,7 @@ from __future__ import annotations
 from ..config.workload import Workload
 from ..errors import ConfigError
 from ..moe.router import is_moe_layer as moe_rule
+from ..schedules import get_schedule
 
 BYTES_16 = 2.0  # bf16 / fp16 element
 BYTES_FP32 = 4.0
@@ -130,22 +131,13 @@ def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
 
 
 def microbatches_in_flight(w: Workload, stage: int) -> float:
-    """Micro-batches whose activations stage ``stage`` holds at its peak.
-
-    GPipe: all ``m``. 1F1B: ``min(p - stage, m)`` (Narayanan et al. 2021).
-    Interleaved (``v`` chunks per stage): Megatron warms up
-    ``2*(p-stage-1) + (v-1)*p`` chunk-micro-batches plus the one in flight, each
-    ``1/v`` of a stage, so stage 0 holds ``p*(1 + (p-1)/(p*v))`` stage
-    micro-batches (Korthikanti 2022, Section 4.2.3). Capped at ``m*v`` chunks.
-    """
+    """Micro-batches whose activations stage ``stage`` holds at its peak, in units of
+    the stage's layers: the schedule's own count
+    (:meth:`simulator.schedules.Schedule.in_flight`; GPipe ``m``, 1F1B
+    ``min(p - stage, m)``, interleaved per Korthikanti 2022 Sec. 4.2.3, ...)."""
     par = w.parallelism
-    p, v, m = par.pipeline, par.vp, w.num_microbatches
-    if par.pipeline_schedule == "gpipe":
-        return float(m)
-    if par.pipeline_schedule == "interleaved":
-        chunks = 2 * (p - stage - 1) + (v - 1) * p + 1
-        return min(chunks, m * v) / v
-    return float(min(p - stage, m))
+    return get_schedule(par.pipeline_schedule).in_flight(
+        par.pipeline, w.num_microbatches, par.vp, stage)
 
 
 def embedding_activation_bytes(w: Workload) -> float:

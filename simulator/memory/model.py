@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from ..config.workload import Workload
 from ..errors import ConfigError
 from ..hardware import Topology
+from ..workload.params import expert_data_parallel, stage_layer_indices, stage_params
 from ..workload.partition import Partition, partition_layers
 from .activations import (
     BYTES_16,
@@ -38,7 +39,6 @@ from .activations import (
     moe_load,
     output_activation_bytes,
 )
-from .parameters import expert_data_parallel, stage_layer_indices, stage_params
 
 GB = 1e9
 PARAM_BYTES = 2.0  # bf16/fp16 weights

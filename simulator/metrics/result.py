@@ -102,7 +102,9 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     st = run.stages[crit]
     sums = plan.totals[crit]
     dp = max(0.0, st.end - st.pipeline_end - st.optimizer)
-    exposed = {"tp": sums["tp"], "cp": sums["cp"], "ep": sums["ep"], "pp": float(st.pp_wait),
+    # F&B overlap (DualPipe) hid part of the EP all-to-all the phases expose on their own
+    ep = max(0.0, sums["ep"] - st.fb_saved)
+    exposed = {"tp": sums["tp"], "cp": sums["cp"], "ep": ep, "pp": float(st.pp_wait),
                "dp": float(dp)}
     bubble = float(max(0.0, run.step_time - st.busy - st.pp_wait - dp - st.optimizer))
     exposed = {k: _denoise(v, run.step_time) for k, v in exposed.items()}

@@ -36,9 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, overload
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, overload
 
 from ..api import merge_overrides
 from .executors import Executor, make_executor
@@ -48,6 +46,9 @@ from .runner import SweepCounts, run_points, write_csv, write_parquet
 from .search import SearchResult, row_to_overrides, search_plans
 from .spec import SweepSpec, expand, load_sweep, make_spec
 from .store import ResultStore
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "Executor", "ResultStore", "SearchResult", "SweepCounts", "SweepSpec", "expand",

@@ -42,6 +42,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 from ..errors import ConfigError
+from ..optional import require
 from .tasks import run_chunk
 
 KINDS = ("local", "dask", "serial")
@@ -144,7 +145,7 @@ class DaskExecutor(Executor):
     """Chunks submitted to a Dask distributed cluster."""
 
     def __init__(self, scheduler: Any):
-        from distributed import Client
+        Client = require("distributed", "--executor").Client  # an extra: clustersim[dask]
 
         if scheduler is None:
             raise ConfigError("--scheduler", None, "the dask executor needs a scheduler "

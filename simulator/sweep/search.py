@@ -30,14 +30,12 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ..config import TopologyConfig, Workload, load_topology
 from ..config.loader import apply_overrides, validate_model
-from ..config.validate import check_plan
 from ..errors import ConfigError
+from ..workload.validate import check_plan
 from .candidates import RECOMPUTE, Shape, divisors, resolve_shapes, shapes, with_recompute
 from .executors import Executor
 from .explain import why
@@ -46,6 +44,9 @@ from .resolve import Documents, config_key
 from .runner import simulate_keys
 from .search_tasks import fit_and_bound
 from .store import ResultStore
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MAX_SHAPES = 200_000
 PLAN_COLUMNS = ("tp", "pp", "vp", "cp", "ep", "dp", "mbs", "recompute", "sp")
@@ -279,6 +280,8 @@ def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
     for i, row in enumerate(rows):
         nxt = ranked[i + 1] if i + 1 < len(ranked) else None
         row["why"] = why(row, _row(i + 2, nxt), f"#{i + 2}") if nxt is not None else ""
+    import pandas as pd  # heavy (~0.5 s): loaded for the result table, not on `import simulator`
+
     return SearchResult(workload=w.model.name, topology=t.name, gpus=gpus,
                         global_batch_size=w.training.global_batch_size,
                         plans=pd.DataFrame(rows),

@@ -11,6 +11,13 @@ Rules, in order:
    because those also carry the embedding and the output layer. This is how
    Llama 3 405B placed 126 layers on 16 stages (7 on the first and last, 8
    elsewhere). The result says which rule was used in ``note``.
+
+The split is over the *global* chunks of one model copy; which global chunk
+each (stage, chunk) holds is the schedule's placement
+(:meth:`simulator.schedules.Schedule.place`): Megatron's interleaving puts
+global chunk ``c*p + s`` on stage ``s`` as chunk ``c``, a V shape ``s`` and
+``2p-1-s``, DualPipe stage ``s`` and ``p-1-s`` of two model copies. Layer ids
+of a chunk (:meth:`Partition.layer_ids`) are read here and nowhere else.
 """
 
 from __future__ import annotations
@@ -19,14 +26,26 @@ from dataclasses import dataclass
 
 from ..config.workload import Workload
 from ..errors import ConfigError
+from ..schedules import get_schedule
 
 
 @dataclass(frozen=True)
 class Partition:
-    """``layers[stage][chunk]``: decoder layers of each virtual-stage chunk."""
+    """``layers[stage][chunk]``: decoder layers of each chunk a stage holds.
+
+    ``place[stage][chunk]``: the global chunk it holds (default Megatron's
+    ``c*p + s``); ``counts[g]``: layers of global chunk ``g``.
+    """
 
     layers: tuple[tuple[int, ...], ...]
     note: str
+    place: tuple[tuple[int, ...], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.place is None:
+            p = len(self.layers)
+            object.__setattr__(self, "place", tuple(
+                tuple(c * p + s for c in range(len(self.layers[s]))) for s in range(p)))
 
     def stage_layers(self, stage: int) -> int:
         return sum(self.layers[stage])
@@ -35,16 +54,38 @@ class Partition:
     def num_stages(self) -> int:
         return len(self.layers)
 
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """Layers per global chunk of one model copy."""
+        n = 1 + max(max(row) for row in self.place)
+        out = [0] * n
+        for row, lay in zip(self.place, self.layers, strict=True):
+            for g, k in zip(row, lay, strict=True):
+                out[g] = k
+        return tuple(out)
+
+    def layer_ids(self, stage: int, chunk: int) -> list[int]:
+        """Global 0-based decoder-layer indices of ``chunk`` on ``stage``."""
+        g = self.place[stage][chunk]
+        start = sum(self.counts[:g])
+        return list(range(start, start + self.layers[stage][chunk]))
+
+    def stage_layer_ids(self, stage: int) -> list[int]:
+        """Every decoder layer ``stage`` holds, chunk by chunk."""
+        return [i for c in range(len(self.layers[stage])) for i in self.layer_ids(stage, c)]
+
 
 def partition_layers(w: Workload) -> Partition:
     L = w.model.num_layers
     p = w.parallelism.pipeline
-    vp = w.parallelism.vp
+    sched = get_schedule(w.parallelism.pipeline_schedule)
+    vp = sched.chunks(w.parallelism.vp)
+    route = sched.route(p, w.parallelism.vp)
     first = w.parallelism.decoder_first_pipeline_num_layers
     last = w.parallelism.decoder_last_pipeline_num_layers
-    chunks = p * vp
+    chunks = route.chunks_per_copy
     if first is not None or last is not None:
-        counts, note = _explicit(L, p, vp, first, last)
+        counts, note = _explicit(L, p, chunks // p, first, last)
     elif L % chunks == 0:
         counts, note = [L // chunks] * chunks, f"even split: {L // chunks} layers per chunk"
     else:
@@ -56,9 +97,9 @@ def partition_layers(w: Workload) -> Partition:
             raise ConfigError("parallelism.pipeline", p,
                               f"pipeline*virtual_pipeline ({chunks}) must not exceed "
                               f"num_layers ({L})")
-    # Virtual chunk c of stage s is global chunk c*p + s (Megatron's interleaving order).
-    layers = tuple(tuple(counts[c * p + s] for c in range(vp)) for s in range(p))
-    return Partition(layers=layers, note=note)
+    place = tuple(tuple(route.place[(s, c)][1] for c in range(vp)) for s in range(p))
+    layers = tuple(tuple(counts[g] for g in row) for row in place)
+    return Partition(layers=layers, note=note, place=place)
 
 
 def _outer_first(L: int, chunks: int) -> list[int]:
