@@ -21,7 +21,8 @@ KINDS = ("workloads", "topologies", "sweeps")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("kind", nargs="?", choices=KINDS, help="list only this kind")
-    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--format", choices=["table", "json"], default="table",
+                   help="output format (default: table)")
 
 
 def run(args: argparse.Namespace) -> int:
