@@ -128,6 +128,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     except OSError as exc:
         raise ConfigError("output", str(target),
                           f"cannot be written: {exc.strerror} ({target.parent})") from None
+    except ValueError as exc:  # a NUL byte: Path.is_dir() answers False instead of raising
+        raise ConfigError("output", str(target), f"is not a usable path: {exc}") from None
     os.close(fd)
     try:
         existing = target.stat().st_mode & 0o7777 if target.exists() else _MODE
