@@ -121,7 +121,8 @@ def _outer_first(L: int, chunks: int) -> list[int]:
 def _explicit(L: int, p: int, vp: int, first: int | None, last: int | None):
     if vp > 1:
         raise ConfigError("parallelism.decoder_first_pipeline_num_layers", first,
-                          "uneven first/last stages are not supported with virtual_pipeline > 1")
+                          "uneven first/last stages are not supported with virtual_pipeline > 1 "
+                          "or a two-chunk (V-shape) schedule")
     fixed = (first or 0) + (last or 0)
     middle_stages = p - (first is not None) - (last is not None)
     rest = L - fixed
