@@ -115,7 +115,11 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     the block removes the temporary file and propagates unchanged.
     """
     target = Path(path)
-    if target.is_dir():
+    try:
+        is_dir = target.is_dir()
+    except (OSError, ValueError) as exc:  # a name too long or too deep, a NUL byte
+        raise ConfigError("output", str(target), f"is not a usable path: {exc}") from None
+    if is_dir:
         raise ConfigError("output", str(target), "is a directory; give a file name")
     clean_stale_temporaries(target)
     try:
