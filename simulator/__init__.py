@@ -17,9 +17,9 @@ from typing import Any
 
 __version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
 
-from .api import plan, simulate  # noqa: E402
-from .errors import ConfigError  # noqa: E402
-from .metrics import Result  # noqa: E402
+from .api import plan, simulate
+from .errors import ConfigError
+from .metrics import Result
 
 __all__ = ["ConfigError", "Result", "__version__", "plan", "search", "simulate", "sweep"]
 

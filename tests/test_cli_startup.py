@@ -50,7 +50,7 @@ def test_sweep_and_search_are_the_functions_even_after_the_subpackage_loads():
 def test_command_table_help_matches_each_module():
     for name, (module, help_) in cli.COMMANDS.items():
         mod = importlib.import_module(module)
-        assert (mod.NAME, mod.HELP) == (name, help_), module
+        assert (name, help_) == (mod.NAME, mod.HELP), module
 
 
 def test_help_lists_every_command(capsys):

@@ -22,7 +22,7 @@ KINDS = ("workloads", "topologies", "sweeps")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("kind", nargs="?", choices=KINDS, help="list only this kind")
     p.add_argument("--format", choices=["table", "json"], default="table",
-                   help="output format (default: table)")
+                   help="table (default) or json (one object: kind -> names)")
 
 
 def run(args: argparse.Namespace) -> int:

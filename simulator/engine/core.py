@@ -117,9 +117,9 @@ class _Sim:
         env, inp, st_ = self.env, self.inp, self.stats[s]
         steps = inp.schedule[s]
         split = {(x.mb, x.chunk) for x in steps if x.phase == "W"}
-        grad_done = {}  # chunk -> index of the step that completes its weight gradients
-        for i, x in enumerate(steps):
-            if x.phase == ("W" if any(c == x.chunk for _, c in split) else "B"):
+        grad_done = {}  # chunk -> index of the step that completes its weight gradients:
+        for i, x in enumerate(steps):  # its last W or unsplit B (DualPipe mixes both)
+            if x.phase == "W" or (x.phase == "B" and (x.mb, x.chunk) not in split):
                 grad_done[x.chunk] = i
         seen_b = False
         i = 0

@@ -38,6 +38,8 @@ class Result:
     breakdown_s: dict[str, float]
     memory_per_gpu_GB: float
     fits_in_memory: bool
+    # capacity left on the worst stage after training.memory_headroom_GB (< 0: over), GB
+    memory_margin_GB: float
     memory_breakdown_GB: dict[str, float]
     imbalance: dict[str, float]
     critical_stage: int
@@ -81,7 +83,7 @@ def _plan_dict(plan: Plan) -> dict[str, Any]:
         "tp": p.tensor, "pp": p.pipeline, "dp": p.data, "cp": p.context, "ep": p.expert,
         "vp": p.vp, "sp": p.sequence_parallel, "schedule": p.pipeline_schedule,
         "mbs": tr.micro_batch_size, "gbs": tr.global_batch_size,
-        "microbatches": plan.workload.num_microbatches, "recompute": tr.recompute,
+        "microbatches": plan.workload.num_microbatches, "recompute": tr.recompute_kind,
         "precision": tr.precision, "layers_per_stage": [sum(x) for x in plan.partition.layers],
     }
 
@@ -129,6 +131,7 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         exposed_comm_s=exposed,
         breakdown_s={"compute": compute, **exposed, "bubble": bubble},
         memory_per_gpu_GB=memory.memory_per_gpu_GB, fits_in_memory=memory.fits,
+        memory_margin_GB=memory.margin_bytes / 1e9,
         memory_breakdown_GB=memory.worst.breakdown_GB(), imbalance=imbalance,
         critical_stage=crit, events=run.events,
         notes=list(plan.notes) + ([] if memory.fits else [f"does not fit: {memory.explain()}"]),

@@ -26,12 +26,14 @@ BARS: dict[str, dict[str, float]] = {
     "moe_step_time": {"median": 0.30},
     "collective_busbw": {"max": 0.10},
     "layer_time": {"max": 0.10},
+    "peak_memory": {"median": 0.10, "max": 0.20},
 }
 TITLES = {"dense_step_time": "Dense training step time",
           "moe_step_time": "MoE training step time (first bars; two cases xfail)",
           "collective_busbw":
           "NCCL collective bus bandwidth", "layer_time": "Per-layer time (one layer, "
-          "forward / backward)", "ep_alltoall": "MoE all-to-all bandwidth (reported, not gated)"}
+          "forward / backward)", "ep_alltoall": "MoE all-to-all bandwidth (reported, not gated)",
+          "peak_memory": "Peak memory per GPU (allocator peak, Megatron-LM memory logs)"}
 GPU_FIELDS = ("gemm_efficiency", "gemm_half_dim", "fp8_gemm_efficiency", "attention_efficiency",
               "memory_bandwidth_efficiency", "kernel_overhead_us", "comm_overlap_slowdown")
 
