@@ -3,7 +3,8 @@
 from .api import plan, simulate
 from .errors import ConfigError
 from .metrics import Result
+from .sensitivity import sensitivity
 from .sweep import search, sweep
 
-__all__ = ["ConfigError", "Result", "plan", "search", "simulate", "sweep"]
+__all__ = ["ConfigError", "Result", "plan", "search", "sensitivity", "simulate", "sweep"]
 __version__ = "0.1.0"
