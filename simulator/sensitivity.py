@@ -20,7 +20,7 @@ constants have no elasticity and are skipped.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,9 +82,10 @@ def _elasticity(y_lo: float, y_hi: float, x_lo: float, x_hi: float) -> float:
 def sensitivity(workload: Ref, topology: str | Path | dict | TopologyConfig,
                 overrides: Mapping[str, Any] | None = None,
                 topology_overrides: Mapping[str, Any] | None = None,
-                step: float = DEFAULT_STEP) -> list[Elasticity]:
-    """Elasticities of step time and memory per GPU to every hardware constant, largest
-    |step-time elasticity| first.
+                step: float = DEFAULT_STEP, only: Sequence[str] | None = None
+                ) -> list[Elasticity]:
+    """Elasticities of step time and memory per GPU to every hardware constant (or those
+    whose dotted path starts with one of ``only``), largest |step-time elasticity| first.
 
     >>> rows = sensitivity("tiny", "dgx-h100")
     >>> min(r.step_time for r in rows) < 0
@@ -97,6 +98,8 @@ def sensitivity(workload: Ref, topology: str | Path | dict | TopologyConfig,
     base = _run(w, topology, base_over)
     rows = []
     for name, v in constants(t):
+        if only and not any(name.startswith(prefix) for prefix in only):
+            continue
         lo_x, hi_x = v * (1 - step), v * (1 + step)
         lo, hi = _run(w, topology, {**base_over, name: lo_x}), \
             _run(w, topology, {**base_over, name: hi_x})

@@ -57,16 +57,19 @@ def test_a_bounded_constant_is_differenced_one_sidedly(rows):
 
 def test_overrides_are_a_mapping_and_change_the_answer(rows):
     # Without tensor parallelism nothing crosses NVLink inside a step but the gradients.
-    tp1 = {r.name: r for r in sensitivity("tiny", "dgx-h100", {"parallelism.tensor": 1})}
-    nvlink = rows["tiers.0.bandwidth_GBps"].step_time
-    assert nvlink < tp1["tiers.0.bandwidth_GBps"].step_time <= 0.0
+    (tp1,) = sensitivity("tiny", "dgx-h100", {"parallelism.tensor": 1},
+                         only=["tiers.0.bandwidth"])
+    assert tp1.name == "tiers.0.bandwidth_GBps"
+    assert rows[tp1.name].step_time < tp1.step_time <= 0.0
 
 
 def test_cli_json_and_tornado_figure(tmp_path, capsys):
     fig = tmp_path / "t.png"
-    assert main(["sensitivity", "tiny", "-t", "dgx-h100", "--format", "json",
-                 "-o", str(fig)]) == 0
+    assert main(["sensitivity", "tiny", "-t", "dgx-h100", "--format", "json", "--only",
+                 "gpu.gemm", "--only", "gpu.attention", "-o", str(fig)]) == 0
     doc = json.loads(capsys.readouterr().out)
+    assert sorted(c["name"] for c in doc["constants"]) == [
+        "gpu.attention_efficiency", "gpu.gemm_efficiency", "gpu.gemm_half_dim"]
     effects = [abs(c["step_time"]) for c in doc["constants"]]
     assert effects == sorted(effects, reverse=True) and effects[0] > 0.1
     assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

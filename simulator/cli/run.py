@@ -48,7 +48,7 @@ def _band(r: Result) -> str:
     iv = r.step_time_interval_s
     if not iv or iv["low"] is None:
         return ""
-    return f"  ({iv['low']:.3g}-{iv['high']:.3g} s, {r.interval_coverage * 100:.0f} %)"
+    return f"  ({iv['low']:#.3g}-{iv['high']:#.3g} s, {r.interval_coverage * 100:.0f} %)"
 
 
 def format_table(r: Result) -> str:

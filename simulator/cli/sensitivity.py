@@ -24,13 +24,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("-o", "--output", metavar="PATH", help="write the tornado figure (.png/.svg)")
     p.add_argument("--all", action="store_true", help="also list constants with no effect")
+    p.add_argument("--only", action="append", default=None, metavar="PREFIX",
+                   help="only constants whose path starts with PREFIX, e.g. gpu. or tiers.1 "
+                   "(repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
     w, t = resolve(args.workload, args.topology, overrides(args.set),
                    overrides(args.set_topology))
     base = simulate_resolved(w, t)[0]
-    rows = sensitivity(w, t, None, None, args.step)
+    rows = sensitivity(w, t, None, None, args.step, args.only)
     if args.output:
         title = (f"Sensitivity: {base.workload} on {base.topology}, {base.num_gpus} GPUs")
         tornado_figure(rows, base.step_time_s, title, args.output, args.step,

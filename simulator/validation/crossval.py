@@ -133,22 +133,23 @@ def build_surfaces(cases: list[Case], topology: str, log: Callable[[str], None] 
 
 
 def refit(train: list[Case], topology: str, surfaces: dict[str, Surface],
-          fallback: dict[str, float]) -> tuple[dict[str, float], list[str]]:
+          fallback: dict[str, float]) -> tuple[dict[str, float], list[str], list[str]]:
     """The recipe's stages on ``train``; a stage with no case takes ``fallback`` values.
-    Returns the constants and the names of those that stopped on a bound."""
+    Returns the constants, those that stopped on a bound and those taken from ``fallback``."""
     box = fit_box(topology)
     cur = shipped(topology, _params(topology))
-    edges = []
+    edges, borrowed = [], []
     for st in RECIPES[topology]:
         sub = [c for c in train if st.precision is None or precision(c) == st.precision]
         if not sub:
             cur.update({p: fallback[p] for p in st.params})
+            borrowed += st.params
             continue
         cur = fit(sub, cur, list(st.params), sweeps=3, iters=20, log=lambda _: None,
                   predictor=lambda c, o: surfaces[c.id](o), bounds=box)
         edges += [p for p in st.params
                   if min(abs(cur[p] - box[p][0]), abs(cur[p] - box[p][1])) < 2e-3 * box[p][1]]
-    return cur, edges
+    return cur, edges, borrowed
 
 
 def case_info(case: Case) -> dict:
@@ -183,17 +184,18 @@ def crossvalidate(topology: str, cases: list[Case], log: Callable[[str], None] =
         for fold in sorted({key(c) for c in mine}):
             out = [c for c in mine if key(c) == fold]
             train = [c for c in mine if key(c) != fold]
-            consts, edges = refit(train, topology, surfaces, fallback)
+            consts, edges, borrowed = refit(train, topology, surfaces, fallback)
             folds.append({"scheme": scheme, "topology": topology, "fold": fold,
                           "train_cases": len(train), "constants": consts, "at_edge": edges,
-                          "donor": other if not train else ""})
+                          "donor": other if borrowed else "", "borrowed": borrowed})
             log(f"  {scheme} {fold}: {consts}" + (f" (edge: {edges})" if edges else ""))
             records += [_record(c, scheme, fold, predict(c, consts), base[c.id],
                                 sources[c.id]) for c in out]
     records += [_record(c, "unseen_gpu", other, predict(c, fallback), base[c.id],
                         sources[c.id]) for c in mine if c.category == "dense_step_time"]
     folds.append({"scheme": "unseen_gpu", "topology": topology, "fold": topology,
-                  "train_cases": 0, "constants": fallback, "at_edge": [], "donor": other})
+                  "train_cases": 0, "constants": fallback, "at_edge": [], "donor": other,
+                  "borrowed": list(fallback)})
     return records, folds
 
 

@@ -77,7 +77,8 @@ def folds_table(doc: dict) -> list[str]:
              "|---|---|---|---|---|"]
     for f in doc["folds"]:
         consts = ", ".join(f"{k.split('.', 1)[1]} {v:g}" for k, v in f["constants"].items())
-        extra = f" (from {f['donor']})" if f["donor"] else ""
+        lent = ", ".join(b.split(".", 1)[1] for b in f.get("borrowed", []))
+        extra = f" ({lent} from {f['donor']})" if f["donor"] else ""
         edge = f"; at bound: {', '.join(e.split('.', 1)[1] for e in f['at_edge'])}" \
             if f["at_edge"] else ""
         lines.append(f"| {f['scheme']} | {f['topology']} | {f['fold']} | {f['train_cases']} "
