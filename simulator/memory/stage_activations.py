@@ -36,7 +36,7 @@ from .activations import (
     microbatches_in_flight,
     output_activation_bytes,
 )
-from .parameters import stage_layer_indices
+from ..workload.params import stage_layer_indices
 
 
 @dataclass(frozen=True)
