@@ -7,7 +7,10 @@ when the GPU constants were refitted *without* that case's group (``logo``), wit
 is fitted to (``fixed``). A new prediction borrows the residuals of the nearest validated
 category:
 
-1. same category (dense / MoE), GPU and precision: its leave-one-group-out residuals;
+1. same category (dense / MoE), GPU and precision: its leave-one-group-out residuals and its
+   leave-one-source-out ones (a user's run is, in effect, a new source: another software
+   stack, cluster and plan); a GPU whose cases all come from one source borrows the other
+   GPUs' leave-one-source-out residuals instead;
 2. a GPU with cases but not in this precision: that GPU's residuals in every precision;
 3. an unseen GPU: the ``unseen_gpu`` residuals (constants carried over from another GPU);
 4. a parallel axis (TP, PP, CP, EP, VP) used by the plan but by no validated case of the
@@ -54,11 +57,18 @@ class Interval:
 
 @lru_cache(maxsize=4)
 def load_residuals(path: str | Path = RESIDUALS) -> tuple[dict[str, Any], ...]:
-    """The residual records of the committed file (empty if it is missing)."""
+    """The residual records of the committed file (empty if it is missing), each with
+    ``new_source``: a leave-one-source-out residual whose GPU kept constants fitted on its
+    own cases (not borrowed from another GPU), or a category with no fitted constants."""
     p = Path(path)
     if not p.is_file():
         return ()
-    return tuple(json.loads(p.read_text())["residuals"])
+    doc = json.loads(p.read_text())
+    borrowed = {(f["scheme"], f["topology"], f["fold"]) for f in doc.get("folds", ())
+                if f.get("donor")}
+    return tuple({**r, "new_source": r["scheme"] == "fixed" or (
+        r["scheme"] == "loso" and (r["scheme"], r["topology"], r["fold"]) not in borrowed)}
+        for r in doc["residuals"])
 
 
 def conformal_q(errors: list[float], coverage: float = COVERAGE) -> float:
@@ -68,32 +78,44 @@ def conformal_q(errors: list[float], coverage: float = COVERAGE) -> float:
     return r[min(k, len(r)) - 1]
 
 
+def _known_gpu(cat: list, on_gpu: list, precision: str, label: str, gpu: str
+               ) -> tuple[list, str, list[str]]:
+    """A GPU with validated cases: its out-of-group and out-of-source residuals (a user's
+    run is a new source); other GPUs' out-of-source ones when it has a single source."""
+    steps = []
+    stratum = [r for r in on_gpu if r["precision"] == precision]
+    basis = f"{label} {gpu} {precision}"
+    if not stratum:
+        stratum, basis = on_gpu, f"{label} {gpu}, all precisions"
+        steps.append(f"no validated {label} {precision} case on {gpu}")
+    chosen = [r for r in stratum if r["scheme"] in ("logo", "fixed") or r["new_source"]]
+    if not any(r["scheme"] == "loso" and r["new_source"] for r in stratum) and \
+            any(r["scheme"] == "logo" for r in stratum):
+        chosen += [r for r in cat if r["scheme"] == "loso" and r["new_source"]]
+        basis += " + other GPUs' out-of-source"
+    return chosen, basis, steps
+
+
 def _select(res, category, gpu, precision, num_gpus, axes) -> tuple[list, str, list[str]]:
     """(residuals, basis, why-it-is-a-step-away notes); residuals empty when far outside."""
     cat = [r for r in res if r["category"] == category]
     own = [r for r in cat if r["scheme"] in ("logo", "fixed")]
-    on_gpu = [r for r in own if r["gpu"] == gpu]
+    on_gpu = [r for r in cat if r["gpu"] == gpu and r["scheme"] != "unseen_gpu"]
     label = category.replace("_step_time", "")
-    steps: list[str] = []
-    if not on_gpu:
+    if on_gpu:
+        chosen, basis, steps = _known_gpu(cat, on_gpu, precision, label, gpu)
+        ref = [r for r in own if r["gpu"] == gpu]
+    else:
         chosen = [r for r in cat if r["scheme"] == "unseen_gpu"]
         basis = f"{label}, unseen GPU (constants from another GPU)"
-        steps.append(f"{gpu} has no validated {label} case")
-        ref = cat
-    else:
-        chosen = [r for r in on_gpu if r["precision"] == precision]
-        basis = f"{label} {gpu} {precision}"
-        if not chosen:
-            chosen = on_gpu
-            basis = f"{label} {gpu}, all precisions"
-            steps.append(f"no validated {label} {precision} case on {gpu}")
-        ref = on_gpu
+        steps, ref = [f"{gpu} has no validated {label} case"], own
     new_axes = [a for a in AXES if axes.get(a, 1) > 1
                 and not any(r["axes"].get(a, 1) > 1 for r in ref)]
     if new_axes:
         steps.append("parallel axis " + ", ".join(a.upper() for a in new_axes)
                      + f" not in any validated {label} plan")
-        chosen = chosen + [r for r in cat if r["scheme"] == "loso"]
+        chosen = chosen + [r for r in cat if r["scheme"] == "loso" and r["new_source"]
+                           and r not in chosen]
     lo = min((r["num_gpus"] for r in ref), default=num_gpus)
     hi = max((r["num_gpus"] for r in ref), default=num_gpus)
     ratio = max(num_gpus / hi, lo / num_gpus)
