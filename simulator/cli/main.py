@@ -25,6 +25,7 @@ COMMANDS = [
     "simulator.cli.search",
     "simulator.cli.plot",
     "simulator.cli.trace",
+    "simulator.cli.time_to_train",
 ]
 
 

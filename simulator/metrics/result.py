@@ -39,6 +39,11 @@ class Result:
     critical_stage: int
     events: int
     notes: list[str] = field(default_factory=list)
+    # Percentiles of the step over a seeded Monte-Carlo of per-GPU jitter, slow nodes and
+    # host noise (simulator.reliability.variability); a plain simulate() replays no noise,
+    # so both equal step_time_s.
+    step_time_p50_s: float = 0.0
+    step_time_p99_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,6 +118,6 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         breakdown_s={"compute": compute, **exposed, "bubble": bubble},
         memory_per_gpu_GB=memory.memory_per_gpu_GB, fits_in_memory=memory.fits,
         memory_breakdown_GB=memory.worst.breakdown_GB(), imbalance=imbalance,
-        critical_stage=crit, events=run.events,
+        critical_stage=crit, events=run.events, step_time_p50_s=step, step_time_p99_s=step,
         notes=list(plan.notes) + ([] if memory.fits else [f"does not fit: {memory.explain()}"]),
     )
