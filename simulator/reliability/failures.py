@@ -70,7 +70,10 @@ def expected_wall(work: float, tau: float, delta: float, restart: float, rate: f
     if math.isinf(tau):
         tau, delta = work, 0.0  # one segment: the whole run
     m = 1.0 / rate
-    return m * math.exp(restart / m) * math.expm1((tau + delta) / m) * work / tau
+    try:
+        return m * math.exp(restart / m) * math.expm1((tau + delta) / m) * work / tau
+    except OverflowError:  # segments far longer than the MTBF never finish
+        return math.inf
 
 
 @dataclass(frozen=True)
