@@ -148,3 +148,27 @@ def test_cli_json_and_output_file(tmp_path):
 def test_plain_simulate_keeps_its_step():
     r = simulate("tiny", "dgx-h100")
     assert r.step_time_p50_s == r.step_time_p99_s == r.step_time_s
+
+
+def test_sweep_reports_days_and_dollars():
+    from simulator import sweep
+    df = sweep("tiny", "dgx-h100", executor="serial",
+               axes={"topology.reliability.gpu_failures_per_gpu_day": [0.0, 3e-2]},
+               time_to_train={"tokens": 1e11, "price_per_gpu_hour": 2.0, "mc_runs": 5,
+                              "mc_steps": 2})
+    days = df["time_to_train.days"].tolist()
+    assert days[0] < days[1]
+    assert (df["time_to_train.cost_usd"] == df["time_to_train.gpu_hours"] * 2.0).all()
+    with pytest.raises(ConfigError):
+        sweep("tiny", "dgx-h100", executor="serial", time_to_train={"tokens": float("nan")})
+
+
+def test_user_interval_and_async_save():
+    user = time_to_train("tiny", "dgx-h100", 1e11, save_interval=1000, **FAST)
+    assert user.checkpoint["interval_from"] == "user"
+    assert user.checkpoint["interval_s"] == 1000 * user.step_time_mean_s
+    sync = time_to_train("llama3-405b", "dgx-h100", 1e12, mc_runs=2, mc_steps=1)
+    asyn = time_to_train("llama3-405b", "dgx-h100", 1e12, async_save=True, mc_runs=2,
+                         mc_steps=1)
+    assert asyn.checkpoint["blocking_s"] < sync.checkpoint["blocking_s"]
+    assert asyn.days <= sync.days
