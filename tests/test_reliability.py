@@ -172,3 +172,15 @@ def test_user_interval_and_async_save():
                          mc_steps=1)
     assert asyn.checkpoint["blocking_s"] < sync.checkpoint["blocking_s"]
     assert asyn.days <= sync.days
+
+
+def test_simulate_with_variability_keeps_the_breakdown_summing_to_the_step():
+    from simulator.reliability.run import simulate_with_variability
+    plain = simulate("tiny", "dgx-h100")
+    r = simulate_with_variability("tiny", "dgx-h100", steps=8)
+    assert r.step_time_s > plain.step_time_s
+    assert sum(r.breakdown_s.values()) == pytest.approx(r.step_time_s, rel=1e-12)
+    assert r.step_time_p50_s <= r.step_time_p99_s
+    assert r.tokens_per_s * r.step_time_s == pytest.approx(plain.tokens_per_s * plain.step_time_s)
+    ideal = simulate_with_variability("tiny", "dgx-h100", topology_overrides=IDEAL, steps=2)
+    assert ideal.step_time_s == plain.step_time_s

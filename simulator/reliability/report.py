@@ -61,7 +61,7 @@ def figure(rows: list[TimeToTrain], path: Path) -> None:
     b.set_ylabel("% of wall time")
     b.set_xlabel("GPUs")
     b.set_title("Where the wall time goes")
-    b.legend(fontsize=8, loc="lower left")
+    b.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -70,17 +70,24 @@ def figure(rows: list[TimeToTrain], path: Path) -> None:
 
 def markdown(rows: list[TimeToTrain], fit_table: str, llama: TimeToTrain) -> str:
     head = ("| GPUs | step ideal / mean / p99 (s) | days (p10-p90) | GPU-hours | cost (M$) | "
-            "interruptions | goodput | ckpt every | energy (MWh) |\n"
-            "|---:|---|---|---:|---:|---:|---:|---:|---:|")
+            "interruptions | goodput | ckpt every | energy (MWh) | days saved by the doubling "
+            "| extra k$ per day saved |\n"
+            "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     lines = [head]
-    for r in rows:
+    for i, r in enumerate(rows):
         mc = r.monte_carlo
+        if i:
+            saved = rows[i - 1].days - r.days
+            marginal = (f"{saved:.1f} ({100 * saved / rows[i - 1].days:.0f} %) | "
+                        f"{(r.cost_usd - rows[i - 1].cost_usd) / saved / 1e3:,.0f}")
+        else:
+            marginal = "- | -"
         lines.append(
             f"| {r.num_gpus} | {r.step_time_ideal_s:.2f} / {r.step_time_mean_s:.2f} / "
             f"{r.step_time_p99_s:.2f} | {r.days:.1f} ({mc['days_p10']:.1f}-{mc['days_p90']:.1f})"
             f" | {r.gpu_hours / 1e6:.2f} M | {r.cost_usd / 1e6:.1f} | {r.interruptions:.0f} | "
             f"{100 * r.goodput:.1f} % | {r.checkpoint['interval_s']:.0f} s | "
-            f"{r.energy_MWh:,.0f} |")
+            f"{r.energy_MWh:,.0f} | {marginal} |")
     causes = ", ".join(f"{k} {v:.0f}" for k, v in llama.interruptions_by_cause.items())
     return f"""# Time-to-train: stragglers, failures, checkpoints, goodput, energy, cost
 
@@ -111,9 +118,11 @@ Llama 3 405B, TP 8 x PP 16 (VP 2), global batch 2048 x 8K tokens, 15T tokens, DG
 
 Doubling the GPUs at a fixed global batch halves the micro-batches per pipeline, so the
 bubble grows; the step's straggler tail grows with the peers that synchronise (the
-expected maximum of N per-GPU draws); interruptions grow with the GPU count. The days
-keep falling, ever more slowly, while the GPU-hours and the cost rise: each doubling buys
-less time for more money.
+expected maximum of N per-GPU draws); interruptions and restarts grow with the GPU count.
+The days keep falling, but each doubling saves a smaller share (the ideal is 50 %) and
+costs more per day saved: the last column is the price of a day. Where that price exceeds
+what a day is worth to the planner, adding GPUs stops paying; a larger global batch (more
+micro-batches) or a shallower pipeline moves that point out.
 
 ## Variability: the scale growth of the dense validation groups
 

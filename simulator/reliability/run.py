@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -185,3 +185,29 @@ def _monte_carlo(work: float, tau: float, delta: float, restart: float,
             "interruptions_mean": float(np.mean([sum(d.interruptions.values())
                                                  for d in draws])),
             "step_time_mc_mean_s": steps.mc_mean_s}
+
+
+def simulate_with_variability(workload: Ref, topology: str | TopologyConfig | dict,
+                              overrides: Mapping[str, Any] | None = None,
+                              topology_overrides: Mapping[str, Any] | None = None,
+                              seed: int | None = None, steps: int = 64):
+    """:func:`simulator.simulate` with the step's variability: a :class:`~simulator.Result`
+    whose ``step_time_s`` is the expected step (throughput, MFU follow it), whose
+    ``breakdown_s`` gains ``variability`` (expected minus ideal step, so the parts still sum
+    to the step) and whose ``step_time_p50_s`` / ``step_time_p99_s`` come from ``steps``
+    seeded Monte-Carlo replays."""
+    if steps < 1:
+        raise ConfigError("steps", steps, "an integer >= 1")
+    ov = {k.replace("__", "."): v for k, v in (overrides or {}).items()}
+    if seed is not None:
+        ov["training.seed"] = seed
+    w, t = resolve(workload, topology, ov, dict(topology_overrides or {}))
+    result, plan, _ = simulate_resolved(w, t)
+    d = step_distribution(plan.engine_input, Variability.of(w, t), w.training.seed, steps)
+    scale = result.step_time_s / d.mean_s
+    return replace(result, step_time_s=d.mean_s, tokens_per_s=result.tokens_per_s * scale,
+                   model_tflops_per_gpu=result.model_tflops_per_gpu * scale,
+                   mfu=result.mfu * scale,
+                   bubble_fraction=result.bubble_fraction * scale,
+                   breakdown_s={**result.breakdown_s, "variability": d.mean_s - d.ideal_s},
+                   step_time_p50_s=d.p50_s, step_time_p99_s=d.p99_s)
