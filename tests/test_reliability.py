@@ -11,10 +11,12 @@ import pytest
 from simulator import ConfigError, simulate, time_to_train
 from simulator.api import resolve, simulate_resolved
 from simulator.cli.main import main
+from simulator.engine import run_engine
 from simulator.reliability.failures import daly_interval, expected_wall, young_interval
 from simulator.reliability.run import MC_FIELDS
 from simulator.reliability.variability import (Variability, expected_max_lognormal,
-                                               expected_step, harmonic, sample_steps)
+                                               expected_step, harmonic, perturb,
+                                               sample_steps)
 
 IDEAL = {"reliability.jitter_sigma": 0.0, "reliability.jitter_sigma_fp8": 0.0,
          "reliability.host_noise_s": 0.0, "reliability.gpu_failures_per_gpu_day": 0.0,
@@ -184,3 +186,23 @@ def test_simulate_with_variability_keeps_the_breakdown_summing_to_the_step():
     assert r.tokens_per_s * r.step_time_s == pytest.approx(plain.tokens_per_s * plain.step_time_s)
     ideal = simulate_with_variability("tiny", "dgx-h100", topology_overrides=IDEAL, steps=2)
     assert ideal.step_time_s == plain.step_time_s
+
+
+def test_slow_nodes_slow_the_step_by_their_probability():
+    over = {**IDEAL, "reliability.slow_node_fraction": 0.01,
+            "reliability.slow_node_slowdown": 0.2}
+    w, t = resolve("tiny", "dgx-h100", {"parallelism.data": 16,
+                                        "training.global_batch_size": 32}, over)
+    _, plan, run = simulate_resolved(w, t)
+    v = Variability.of(w, t)
+    p_any = 1 - 0.99 ** v.job_nodes
+    inp = plan.engine_input
+    stage = np.full(inp.fwd.shape[0], 1.2)
+    slow = run_engine(perturb(inp, np.full(inp.fwd.shape, 1.2), np.full(inp.bwd.shape, 1.2),
+                              stage)).step_time
+    assert slow > run.step_time
+    assert expected_step(inp, v) == pytest.approx((1 - p_any) * run.step_time + p_any * slow,
+                                                  rel=1e-12)
+    draws = sample_steps(plan.engine_input, v, 0, 200)
+    assert draws.min() == pytest.approx(run.step_time, rel=1e-12)
+    assert draws.max() > run.step_time * 1.1

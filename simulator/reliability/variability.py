@@ -18,8 +18,9 @@ Three effects, all from ``topology.reliability`` (units: fractions and seconds):
   The maximum is drawn directly from its distribution ``Phi(z)^N`` (inverse CDF on a
   grid), so the cost does not grow with N.
 * **slow nodes**: each node is slow (``1 + slowdown`` times slower) with probability
-  ``fraction``; a stage whose ``k`` nodes include one slow node runs slow, which happens
-  with probability ``1 - (1 - fraction)^k``.
+  ``fraction`` (drawn per Monte-Carlo step: a planner does not know which nodes the job
+  gets); a stage whose ``k`` nodes include one slow node runs slow, which happens with
+  probability ``1 - (1 - fraction)^k``.
 * **host / synchronisation noise**: each of the job's ``J`` nodes adds an exponential
   delay of mean ``host_noise_s`` to the step; the step waits for the largest, whose
   mean is ``host_noise_s * H_J`` (H the harmonic number; Renyi's representation of
@@ -120,15 +121,27 @@ def perturb(inp: EngineInput, fwd: np.ndarray, bwd: np.ndarray, stage: np.ndarra
 
 
 def expected_step(inp: EngineInput, v: Variability) -> float:
-    """Step time (s) with every factor at its expectation: deterministic."""
+    """Step time (s) with every factor at its expectation: deterministic.
+
+    Jitter: each phase scaled by E[max of N]. Slow nodes: a mixture of two replays, none
+    slow and all slow, weighted by the probability that the job has a slow node at all
+    (a slow stage paces a pipeline, so one slow node slows the whole step). Host noise:
+    its exact mean ``host_noise_s * H_J``."""
     if v.zero:
         return run_engine(inp).step_time
     jit = expected_max_lognormal(v.sigma, v.peers)
-    stage = np.full(inp.fwd.shape[0], jit * (1.0 + v.slowdown * v.slow_probability))
-    per = stage[:, None, None]
-    run = run_engine(perturb(inp, np.broadcast_to(per, inp.fwd.shape),
-                             np.broadcast_to(per, inp.bwd.shape), stage))
-    return run.step_time + v.host_noise_s * harmonic(v.job_nodes)
+
+    def replay(factor: float) -> float:
+        stage = np.full(inp.fwd.shape[0], factor)
+        per = stage[:, None, None]
+        return run_engine(perturb(inp, np.broadcast_to(per, inp.fwd.shape),
+                                  np.broadcast_to(per, inp.bwd.shape), stage)).step_time
+
+    step = replay(jit)
+    p_any = 1.0 - (1.0 - v.slow_fraction) ** v.job_nodes
+    if p_any > 0 and v.slowdown > 0:
+        step = (1.0 - p_any) * step + p_any * replay(jit * (1.0 + v.slowdown))
+    return step + v.host_noise_s * harmonic(v.job_nodes)
 
 
 def step_rng(seed: int, step: int) -> np.random.Generator:
