@@ -14,9 +14,14 @@ from simulator.cli.main import main
 from simulator.engine import run_engine
 from simulator.reliability.failures import daly_interval, expected_wall, young_interval
 from simulator.reliability.run import MC_FIELDS
-from simulator.reliability.variability import (Variability, expected_max_lognormal,
-                                               expected_step, harmonic, perturb,
-                                               sample_steps)
+from simulator.reliability.variability import (
+    Variability,
+    expected_max_lognormal,
+    expected_step,
+    harmonic,
+    perturb,
+    sample_steps,
+)
 
 IDEAL = {"reliability.jitter_sigma": 0.0, "reliability.jitter_sigma_fp8": 0.0,
          "reliability.host_noise_s": 0.0, "reliability.gpu_failures_per_gpu_day": 0.0,

@@ -19,10 +19,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from ..io import atomic_write_text  # noqa: E402
-from .run import TimeToTrain, time_to_train  # noqa: E402
+from ..io import atomic_write_text
+from .run import TimeToTrain, time_to_train
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKENS = 15e12

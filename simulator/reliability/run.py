@@ -28,8 +28,15 @@ from ..config import TopologyConfig, Workload
 from ..errors import ConfigError
 from .checkpoint import Checkpoint
 from .energy import MWH, it_energy_J
-from .failures import (CAUSES, DAY, daly_interval, expected_wall, interruption_rates,
-                       run_rng, simulate_run)
+from .failures import (
+    CAUSES,
+    DAY,
+    daly_interval,
+    expected_wall,
+    interruption_rates,
+    run_rng,
+    simulate_run,
+)
 from .variability import Variability, step_distribution
 
 MC_FIELDS = ("step_time_p50_s", "step_time_p99_s", "monte_carlo")
@@ -136,7 +143,8 @@ def time_to_train_resolved(w: Workload, t: TopologyConfig, tokens: float,
     fails = rate * wall
     parts = _breakdown(result.breakdown_s, steps.ideal_s, steps.mean_s, work, wall,
                        n_ckpt * ckpt.blocking_s, fails * restart)
-    compute_s = parts["compute"] + parts["lost_work"] * result.breakdown_s["compute"] / steps.ideal_s
+    redone = parts["lost_work"] * result.breakdown_s["compute"] / steps.ideal_s
+    compute_s = parts["compute"] + redone  # GPU-seconds at compute power
     it = it_energy_J(t, n, wall, compute_s)
     gpu_hours = n * wall / 3600.0
     return TimeToTrain(

@@ -13,9 +13,10 @@ step of :func:`simulator.reliability.variability.expected_step`. Two constants a
 growth in percentage points (``reliability.jitter_sigma_fp8`` separately for the FP8
 groups: FP8 GEMMs run at the power limit, where power management varies clocks most from
 GPU to GPU; Sinha et al. SC'22, "Not All GPUs Are Created Equal", measure several per cent
-of GPU-to-GPU variation in compute-bound kernels under power management): a grid over sigma (each point one engine replay per case)
-and, for each sigma, a fine grid over the host noise, which enters in closed form. Slow
-nodes stay at the topology's value (0 for these health-checked benchmark clusters).
+of GPU-to-GPU variation in compute-bound kernels under power management): a grid over
+sigma (each point one engine replay per case) and, for each sigma, a fine grid over the
+host noise, which enters in closed form. Slow nodes stay at the topology's value (0 for
+these health-checked benchmark clusters).
 
 Cross-validation is leave-one-group-out: each group's growth is predicted with constants
 fitted on the other groups only. Run::

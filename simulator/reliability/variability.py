@@ -90,7 +90,8 @@ class Variability:
 
 
 def expected_max_lognormal(sigma: float, n: int) -> float:
-    """E[max of n i.i.d. exp(sigma Z)], Z standard normal: integral of e^{sigma z} n phi Phi^{n-1}."""
+    """E[max of n i.i.d. exp(sigma Z)], Z standard normal:
+    the integral of ``e^{sigma z} n phi(z) Phi(z)^{n-1}`` over z (trapezoid on a grid)."""
     if sigma == 0:
         return 1.0
     dens = n * _PDF * np.exp((n - 1) * _LOG_PHI)

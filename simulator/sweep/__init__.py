@@ -39,8 +39,8 @@ from typing import Any
 
 import pandas as pd
 
-from .executors import Executor, make_executor
 from ..reliability.sweep_metrics import check_options
+from .executors import Executor, make_executor
 from .progress import Progress
 from .resolve import Documents
 from .runner import SweepCounts, run_points, write_csv, write_parquet
