@@ -11,6 +11,7 @@ import pytest
 from simulator import ConfigError, simulate, time_to_train
 from simulator.api import resolve, simulate_resolved
 from simulator.cli.main import main
+from simulator.config.loader import read_document
 from simulator.engine import run_engine
 from simulator.reliability.failures import daly_interval, expected_wall, young_interval
 from simulator.reliability.run import MC_FIELDS
@@ -27,7 +28,7 @@ IDEAL = {"reliability.jitter_sigma": 0.0, "reliability.jitter_sigma_fp8": 0.0,
          "reliability.host_noise_s": 0.0, "reliability.gpu_failures_per_gpu_day": 0.0,
          "reliability.node_failures_per_node_day": 0.0,
          "reliability.link_failures_per_gpu_day": 0.0,
-         "reliability.software_failures_per_day": 0.0}
+         "reliability.software_failures_per_gpu_day": 0.0}
 FAST = {"mc_runs": 20, "mc_steps": 4}
 
 
@@ -83,7 +84,7 @@ def test_more_failures_never_shorten_training():
     days = []
     for scale in (0.0, 0.5, 1.0, 2.0, 8.0):
         over = {"reliability.gpu_failures_per_gpu_day": 3e-4 * scale,
-                "reliability.software_failures_per_day": 1.0 * scale}
+                "reliability.software_failures_per_gpu_day": 1e-4 * scale}
         r = time_to_train("tiny", "dgx-h100", 1e11, topology_overrides=over, **FAST)
         days.append(r.days)
     assert days == sorted(days) and days[0] < days[-1]
@@ -211,3 +212,12 @@ def test_slow_nodes_slow_the_step_by_their_probability():
     draws = sample_steps(plan.engine_input, v, 0, 200)
     assert draws.min() == pytest.approx(run.step_time, rel=1e-12)
     assert draws.max() > run.step_time * 1.1
+
+
+@pytest.mark.parametrize("name", ["dgx-a100", "dgx-h100", "gb200-nvl72"])
+def test_every_run_level_constant_has_a_source(name):
+    data = read_document(name, "topologies")[0]
+    for section in ("reliability", "storage", "power"):
+        block = data[section]
+        missing = set(block) - {"sources"} - set(block["sources"])
+        assert not missing, (section, sorted(missing))

@@ -93,7 +93,8 @@ class ReliabilityConfig(BaseModel):
     adds an exponential host / synchronisation delay of mean ``host_noise_s`` per step, and the
     step waits for the slowest node. Failures (:mod:`simulator.reliability.failures`): Poisson
     rates per GPU-day, node-day, link-day (one link per GPU: its NIC, cable and switch port)
-    and job-day (software), and the restart time after each.
+    and GPU-day for software causes that stop the whole job (any rank can start one), and
+    the restart time after each.
     """
 
     model_config = Strict
@@ -107,7 +108,7 @@ class ReliabilityConfig(BaseModel):
     gpu_failures_per_gpu_day: NonNegative = 0.0
     node_failures_per_node_day: NonNegative = 0.0
     link_failures_per_gpu_day: NonNegative = 0.0
-    software_failures_per_day: NonNegative = 0.0
+    software_failures_per_gpu_day: NonNegative = 0.0
     restart_s: NonNegative = 0.0
     sources: dict[str, str] = {}
 

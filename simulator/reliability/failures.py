@@ -4,8 +4,8 @@ A synchronous job stops whenever any of its components fails: a GPU, a node, a n
 link, or the software stack. Failures are taken as independent Poisson processes
 (constant hazard), so the job's interruption rate is the sum of the per-component rates
 times the component counts (``topology.reliability``; per GPU-day, node-day, link-day,
-job-day). After an interruption the job restarts (``restart_s`` plus reading the last
-checkpoint) and redoes the work done since that checkpoint.
+and GPU-day for software). After an interruption the job restarts (``restart_s`` plus
+reading the last checkpoint) and redoes the work done since that checkpoint.
 
 Checkpointing every ``tau`` seconds of work at a blocking cost ``delta`` trades checkpoint
 overhead against lost work. Young (1974) gives the optimal interval
@@ -37,13 +37,14 @@ RUN_STREAM = 0x5255  # SeedSequence spawn-key tag of the Monte-Carlo runs ("RU")
 
 
 def interruption_rates(t: TopologyConfig, num_gpus: int) -> dict[str, float]:
-    """Expected interruptions per day of a job on ``num_gpus`` GPUs, by cause."""
+    """Expected interruptions per day of a job on ``num_gpus`` GPUs, by cause (a job stops
+    whenever any of its GPUs, nodes or links fails, or software on any rank does)."""
     r = t.reliability
     nodes = -(-num_gpus // (r.gpus_per_node or t.tiers[0].size))
     return {"gpu": r.gpu_failures_per_gpu_day * num_gpus,
             "node": r.node_failures_per_node_day * nodes,
             "link": r.link_failures_per_gpu_day * num_gpus,
-            "software": r.software_failures_per_day}
+            "software": r.software_failures_per_gpu_day * num_gpus}
 
 
 def young_interval(delta: float, mtbf: float) -> float:
