@@ -42,7 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(default: the workload's training.seed)")
     p.add_argument("--runs", type=int, default=200, help="Monte-Carlo runs (default 200)")
     p.add_argument("--steps", type=int, default=64, help="Monte-Carlo steps (default 64)")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json"), default=None,
+                   help="output format (default: json when -o ends in .json, else table)")
     p.add_argument("-o", "--output", default=None, help="write to this file instead of stdout")
 
 
@@ -55,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
                       price_per_gpu_hour=args.price_per_gpu_hour,
                       save_interval=args.save_interval, async_save=args.async_save,
                       mc_runs=args.runs, mc_steps=args.steps)
-    text = r.to_json() + "\n" if args.format == "json" else render(r)
+    fmt = args.format or ("json" if str(args.output or "").endswith(".json") else "table")
+    text = r.to_json() + "\n" if fmt == "json" else render(r)
     if args.output:
         atomic_write_text(args.output, text)
     else:

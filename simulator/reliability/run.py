@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from ..api import Ref, resolve, simulate_resolved
+from ..api import Overrides, Ref, TopologyRef, resolve, simulate_resolved
 from ..config import TopologyConfig, Workload
 from ..errors import ConfigError
 from .checkpoint import Checkpoint
@@ -89,9 +88,9 @@ def _check(tokens: float, price: float | None, save_interval: int | None, runs: 
         raise ConfigError("mc_runs/mc_steps", (runs, steps), "integers >= 1")
 
 
-def time_to_train(workload: Ref, topology: str | TopologyConfig | dict, tokens: float,
-                  overrides: Mapping[str, Any] | None = None,
-                  topology_overrides: Mapping[str, Any] | None = None,
+def time_to_train(workload: Ref, topology: TopologyRef, tokens: float,
+                  overrides: Overrides | None = None,
+                  topology_overrides: Overrides | None = None,
                   seed: int | None = None, price_per_gpu_hour: float | None = None,
                   save_interval: int | None = None, async_save: bool = False,
                   mc_runs: int = 200, mc_steps: int = 64) -> TimeToTrain:
@@ -109,10 +108,7 @@ def time_to_train(workload: Ref, topology: str | TopologyConfig | dict, tokens: 
         mc_runs / mc_steps: Monte-Carlo runs (failures) and steps (variability).
     """
     _check(tokens, price_per_gpu_hour, save_interval, mc_runs, mc_steps)
-    ov = {k.replace("__", "."): v for k, v in (overrides or {}).items()}
-    if seed is not None:
-        ov["training.seed"] = seed
-    w, t = resolve(workload, topology, ov, dict(topology_overrides or {}))
+    w, t = resolve(workload, topology, overrides, topology_overrides, seed)
     return time_to_train_resolved(w, t, float(tokens), price_per_gpu_hour, save_interval,
                                   async_save, mc_runs, mc_steps)
 
@@ -195,9 +191,9 @@ def _monte_carlo(work: float, tau: float, delta: float, restart: float,
             "step_time_mc_mean_s": steps.mc_mean_s}
 
 
-def simulate_with_variability(workload: Ref, topology: str | TopologyConfig | dict,
-                              overrides: Mapping[str, Any] | None = None,
-                              topology_overrides: Mapping[str, Any] | None = None,
+def simulate_with_variability(workload: Ref, topology: TopologyRef,
+                              overrides: Overrides | None = None,
+                              topology_overrides: Overrides | None = None,
                               seed: int | None = None, steps: int = 64):
     """:func:`simulator.simulate` with the step's variability: a :class:`~simulator.Result`
     whose ``step_time_s`` is the expected step (throughput, MFU follow it), whose
@@ -206,10 +202,7 @@ def simulate_with_variability(workload: Ref, topology: str | TopologyConfig | di
     seeded Monte-Carlo replays."""
     if steps < 1:
         raise ConfigError("steps", steps, "an integer >= 1")
-    ov = {k.replace("__", "."): v for k, v in (overrides or {}).items()}
-    if seed is not None:
-        ov["training.seed"] = seed
-    w, t = resolve(workload, topology, ov, dict(topology_overrides or {}))
+    w, t = resolve(workload, topology, overrides, topology_overrides, seed)
     result, plan, _ = simulate_resolved(w, t)
     d = step_distribution(plan.engine_input, Variability.of(w, t), w.training.seed, steps)
     scale = result.step_time_s / d.mean_s

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from ..config.workload import Workload
 from ..errors import ConfigError
-from ..workload.partition import Partition
-from .activations import is_moe_layer
+from ..moe import is_moe_layer
+from .partition import Partition
 
 
 @dataclass(frozen=True)
@@ -68,36 +68,34 @@ def padded_vocab(w: Workload) -> int:
 
 
 def stage_layer_indices(partition: Partition, stage: int) -> list[int]:
-    """Global 0-based decoder-layer indices on ``stage``; chunk c of stage s is global
-    chunk ``c*p + s`` (Megatron's interleaving order)."""
-    p = partition.num_stages
-    vp = len(partition.layers[0])
-    counts = [partition.layers[g % p][g // p] for g in range(p * vp)]
-    out: list[int] = []
-    for c in range(vp):
-        g = c * p + stage
-        start = sum(counts[:g])
-        out.extend(range(start, start + counts[g]))
-    return out
+    """Global 0-based decoder-layer indices on ``stage`` (the schedule's placement)."""
+    return partition.stage_layer_ids(stage)
 
 
 def stage_params(w: Workload, partition: Partition, stage: int) -> StageParams:
-    """Parameters held by one GPU of ``stage``: its layers plus embedding / output layer."""
+    """Parameters held by one GPU of ``stage``: its layers plus embedding / output layer.
+
+    The embedding sits with global chunk 0, the output layer and final norm with
+    the last global chunk, wherever the schedule places them (DualPipe holds
+    both ends twice).
+    """
     dense = expert = 0.0
     cache: dict[bool, StageParams] = {}
     for layer in stage_layer_indices(partition, stage):
-        moe = is_moe_layer(w, layer)
-        lp = cache.setdefault(moe, layer_params(w, moe))
+        routed = w.model.moe is not None and is_moe_layer(w.model.moe, layer)
+        lp = cache.setdefault(routed, layer_params(w, routed))
         dense += lp.dense
         expert += lp.expert
     h, p = w.model.hidden_size, partition.num_stages
     table = padded_vocab(w) * h / w.parallelism.tensor
-    if stage == 0:
-        dense += table
-    if stage == p - 1:
-        dense += h  # final norm
-        if w.model.untie_embeddings_and_output_weights or p > 1:
+    last_g = len(partition.counts) - 1
+    for g in partition.place[stage]:
+        if g == 0:
             dense += table
+        if g == last_g:
+            dense += h  # final norm
+            if w.model.untie_embeddings_and_output_weights or p > 1:
+                dense += table
     return StageParams(dense=dense, expert=expert)
 
 
