@@ -12,9 +12,15 @@ import argparse
 import math
 
 from ..errors import ConfigError
-from ..io import atomic_write_text
 from ..reliability.run import TimeToTrain, time_to_train
-from .common import add_config_arguments, overrides
+from .common import (
+    add_config_arguments,
+    add_format_argument,
+    check_numbers,
+    emit,
+    output_format,
+    overrides,
+)
 
 NAME = "time-to-train"
 HELP = "Days, GPU-hours, interruptions, goodput, energy and cost to train on N tokens."
@@ -42,26 +48,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(default: the workload's training.seed)")
     p.add_argument("--runs", type=int, default=200, help="Monte-Carlo runs (default 200)")
     p.add_argument("--steps", type=int, default=64, help="Monte-Carlo steps (default 64)")
-    p.add_argument("--format", choices=("table", "json"), default=None,
-                   help="output format (default: json when -o ends in .json, else table)")
-    p.add_argument("-o", "--output", default=None, help="write to this file instead of stdout")
+    add_format_argument(p, ("table", "json"))
 
 
 def run(args: argparse.Namespace) -> int:
     if args.seed is not None and args.seed < 0:
         raise ConfigError("--seed", args.seed, "an integer >= 0")
+    check_numbers(args, price_per_gpu_hour="nonnegative")
     r = time_to_train(args.workload, args.topology, _tokens(args.tokens),
                       overrides=overrides(args.set),
                       topology_overrides=overrides(args.set_topology), seed=args.seed,
                       price_per_gpu_hour=args.price_per_gpu_hour,
                       save_interval=args.save_interval, async_save=args.async_save,
                       mc_runs=args.runs, mc_steps=args.steps)
-    fmt = args.format or ("json" if str(args.output or "").endswith(".json") else "table")
-    text = r.to_json() + "\n" if fmt == "json" else render(r)
-    if args.output:
-        atomic_write_text(args.output, text)
-    else:
-        print(text, end="")
+    emit(args, r.to_json() + "\n" if output_format(args) == "json" else render(r))
     return 0
 
 
