@@ -115,15 +115,20 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     the block removes the temporary file and propagates unchanged.
     """
     target = Path(path)
-    if target.is_dir():
+    try:
+        is_dir = target.is_dir()
+    except (OSError, ValueError) as exc:  # a name too long or too deep, a NUL byte
+        raise ConfigError("output", str(target), f"is not a usable path: {exc}") from None
+    if is_dir:
         raise ConfigError("output", str(target), "is a directory; give a file name")
     clean_stale_temporaries(target)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.",
                                    suffix=f".tmp{target.suffix}", dir=target.parent)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
+        reason = getattr(exc, "strerror", None) or str(exc)
         raise ConfigError("output", str(target),
-                          f"cannot be written: {exc.strerror} ({target.parent})") from None
+                          f"cannot be written: {reason} ({target.parent})") from None
     os.close(fd)
     try:
         existing = target.stat().st_mode & 0o7777 if target.exists() else _MODE

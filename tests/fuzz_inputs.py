@@ -87,7 +87,11 @@ NUMBERS = ["-1", "0", "1", "2", "nan", "inf", "-inf", "1e400", "-0.5", "1e-300",
 def cli_argv(draw) -> list[str]:
     """A cheap subcommand with numeric options drawn from edge values."""
     n = st.sampled_from(NUMBERS)
-    kind = draw(st.sampled_from(["moe", "memory", "search", "collective"]))
+    kind = draw(st.sampled_from(["moe", "memory", "search", "collective", "output"]))
+    if kind == "output":  # only paths the OS refuses, so nothing is ever written
+        bad = draw(st.sampled_from(["a" * 5000 + ".json", "d/" * 3000 + "x.json", "x\x00.json",
+                                    "/proc/self/r.json", "/"]))
+        return ["run", "tiny", "-t", "dgx-h100", "-o", bad]
     if kind == "moe":
         return ["moe-balance", "mixtral-8x7b", "--steps", draw(st.sampled_from(["1", "2", "-1",
                                                                                  "0"])),

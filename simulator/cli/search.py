@@ -93,16 +93,16 @@ def format_table(r: SearchResult) -> str:
         lines.append("no plan fits in memory")
     else:
         lines.append(f"{'#':>3}  {'plan':<30} {'recompute':<9} {'tokens/s':>10} {'MFU':>6} "
-                     f"{'mem GB':>7} {'bubble':>7}  why")
+                     f"{'mem GB':>7} {'free GB':>7} {'bubble':>7}  why")
         for row in r.plans.to_dict("records"):
             lines.append(f"{row['rank']:>3}  {row['plan']:<30} {row['recompute']:<9} "
                          f"{row['tokens_per_s']:>10.4g} {row['mfu'] * 100:>5.1f}% "
-                         f"{row['memory_per_gpu_GB']:>7.1f} "
+                         f"{row['memory_per_gpu_GB']:>7.1f} {row['memory_margin_GB']:>7.1f} "
                          f"{row['bubble_fraction'] * 100:>6.1f}%  {row['why']}")
     lines += ["", "baselines:"]
     for b in r.baselines:
         head = f"  {b['name']:<8} {b['plan']:<26}"
-        if b["status"] == "ok":
+        if b["status"] in ("ok", "over_memory"):
             tail = f"{b['recompute']:<9} {b['tokens_per_s']:>10.4g} tokens/s"
             if "why_best_wins" in b:
                 tail += f"   #1: {b['why_best_wins']}"

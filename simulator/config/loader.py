@@ -134,6 +134,11 @@ def parse_yaml(text: str, name: str) -> tuple[dict, dict[str, int]]:
         if node is not None:
             _walk_nodes(node, name, "", lines, set())
         data = loader.construct_document(node) if node is not None else None
+    except yaml.reader.ReaderError as exc:  # raised while the loader is built
+        line = text.count("\n", 0, max(0, exc.position)) + 1
+        raise ConfigError("yaml", f"U+{exc.character:04X}" if isinstance(exc.character, int)
+                          else "byte", "control characters are not allowed in YAML, "
+                          "not even in comments", source=f"{name}:{line}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{name}:{mark.line + 1}" if mark else name

@@ -41,7 +41,12 @@ class GPUConfig(BaseModel):
 
     name: str
     peak_tflops: PeakTFLOPs
-    hbm_GB: Rate
+    hbm_GB: Rate  # the datasheet's marketing size (decimal GB)
+    # What CUDA exposes (nvidia-smi "Total", MiB): the capacity plans are checked against.
+    # None: hbm_GB decimal GB.
+    hbm_usable_MiB: Rate | None = None
+    # GPU <-> host link, GB/s per direction (PCIe or NVLink-C2C): activation offloading.
+    host_link_GBps: Rate | None = None
     hbm_bandwidth_TBps: Rate
     # Achievable fractions (0..1] of peak, each sourced in `sources`.
     gemm_efficiency: Fraction = 0.8
@@ -50,7 +55,9 @@ class GPUConfig(BaseModel):
     attention_efficiency: Fraction = 0.6
     memory_bandwidth_efficiency: Fraction = 0.85
     kernel_overhead_us: Amount = 4.0  # launch + tail per kernel
-    framework_memory_GB: Amount = 3.0  # CUDA context, allocator, NCCL buffers
+    # Bytes the framework holds outside the model's tensors: CUDA context, NCCL
+    # communicator buffers, cuBLAS/TE workspaces, caching-allocator fragmentation.
+    framework_memory_GB: Amount = 3.0
     # Fraction of compute throughput lost while a collective runs beside it (the SMs
     # and HBM bandwidth NCCL's kernels take); 0 = overlap is free.
     comm_overlap_slowdown: Annotated[float, Field(ge=0, le=1)] = 0.0

@@ -112,7 +112,11 @@ def _check_batch(w: Workload) -> None:
 
 def _check_pipeline(w: Workload) -> None:
     m, p = w.model, w.parallelism
-    if p.pipeline * p.vp > m.num_layers:
+    # with the embedding / loss counted as layers (or an explicit layout) a chunk may hold
+    # no decoder layer; partition_layers checks those splits itself
+    explicit = (p.account_for_embedding_in_pipeline_split or p.account_for_loss_in_pipeline_split
+                or p.pipeline_model_parallel_layout is not None)
+    if p.pipeline * p.vp > m.num_layers and not explicit:
         raise ConfigError("parallelism.pipeline", p.pipeline,
                           f"pipeline * virtual_pipeline ({p.pipeline} * {p.vp}) must not "
                           f"exceed num_layers ({m.num_layers})")

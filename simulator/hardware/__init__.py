@@ -22,6 +22,20 @@ US = 1e-6
 MB = 1e6
 
 
+MiB = 2**20
+
+
+def usable_hbm_bytes(hbm_GB: float, usable_MiB: float | None) -> float:
+    """Bytes a process can allocate: nvidia-smi's total (MiB, = ``cudaMemGetInfo`` total)
+    where the topology gives it, never more than ``hbm_GB`` read as GiB (HBM is sold in
+    GiB under a "GB" label: an "80 GB" H100 carries 80 GiB and exposes 81,559 MiB =
+    85.52e9 bytes). Without a usable size, ``hbm_GB`` decimal GB. So an override of
+    ``hbm_GB`` alone (a 40 GB what-if) still lowers the capacity."""
+    if usable_MiB:
+        return min(usable_MiB * MiB, hbm_GB * 2**30)
+    return hbm_GB * GB
+
+
 @dataclass(frozen=True)
 class GPU:
     """Accelerator peaks (FLOP/s, bytes, bytes/s) and achievable fractions."""
@@ -38,6 +52,7 @@ class GPU:
     kernel_overhead_s: float
     framework_memory_bytes: float
     comm_overlap_slowdown: float = 0.0
+    host_link_bandwidth: float | None = None  # bytes/s per direction, GPU <-> host
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for ``dtype``; raises ConfigError if the GPU lacks it."""
@@ -150,7 +165,7 @@ class Topology:
         if g.peak_tflops.fp32:
             peaks["fp32"] = g.peak_tflops.fp32 * TB
         gpu = GPU(
-            name=g.name, peak_flops=peaks, hbm_bytes=g.hbm_GB * GB,
+            name=g.name, peak_flops=peaks, hbm_bytes=usable_hbm_bytes(g.hbm_GB, g.hbm_usable_MiB),
             hbm_bandwidth=g.hbm_bandwidth_TBps * TB, gemm_efficiency=g.gemm_efficiency,
             gemm_half_dim=g.gemm_half_dim,
             fp8_gemm_efficiency=g.fp8_gemm_efficiency or g.gemm_efficiency,
@@ -158,6 +173,7 @@ class Topology:
             memory_bandwidth_efficiency=g.memory_bandwidth_efficiency,
             kernel_overhead_s=g.kernel_overhead_us * US,
             framework_memory_bytes=g.framework_memory_GB * GB,
+            host_link_bandwidth=g.host_link_GBps * GB if g.host_link_GBps else None,
             comm_overlap_slowdown=g.comm_overlap_slowdown,
         )
         return Topology(name=cfg.name, gpu=gpu, tiers=tuple(_tier(t) for t in cfg.tiers))

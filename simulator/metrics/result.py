@@ -13,6 +13,7 @@ from ..engine import EngineResult
 from ..hardware import Topology
 from ..workload.plan import Plan
 from .flops import executed_flops_per_step, kept_fraction, model_flops_per_step
+from .uncertainty import COVERAGE, interval
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
 
@@ -38,11 +39,20 @@ class Result:
     breakdown_s: dict[str, float]
     memory_per_gpu_GB: float
     fits_in_memory: bool
+    # capacity left on the worst stage after training.memory_headroom_GB (< 0: over), GB
+    memory_margin_GB: float
     memory_breakdown_GB: dict[str, float]
     imbalance: dict[str, float]
     critical_stage: int
     events: int
     notes: list[str] = field(default_factory=list)
+    # Cross-validated error bar (metrics/uncertainty.py): {"low", "high"}; both None when the
+    # plan is far outside the validated space (a note says why).
+    step_time_interval_s: dict[str, float | None] | None = None
+    tokens_per_s_interval: dict[str, float | None] | None = None
+    mfu_interval: dict[str, float | None] | None = None
+    interval_coverage: float = COVERAGE
+    interval_basis: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,7 +91,7 @@ def _plan_dict(plan: Plan) -> dict[str, Any]:
         "tp": p.tensor, "pp": p.pipeline, "dp": p.data, "cp": p.context, "ep": p.expert,
         "vp": p.vp, "sp": p.sequence_parallel, "schedule": p.pipeline_schedule,
         "mbs": tr.micro_batch_size, "gbs": tr.global_batch_size,
-        "microbatches": plan.workload.num_microbatches, "recompute": tr.recompute,
+        "microbatches": plan.workload.num_microbatches, "recompute": tr.recompute_kind,
         "precision": tr.precision, "layers_per_stage": [sum(x) for x in plan.partition.layers],
     }
 
@@ -119,6 +129,12 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     busy = [s.busy for s in run.stages]
     imbalance = {"pp": max(busy) / (sum(busy) / len(busy)) if sum(busy) > 0 else 1.0,
                  **plan.imbalance}
+    p = w.parallelism
+    moe = w.model.moe is not None
+    band = interval(step, "moe_step_time" if moe else "dense_step_time", topo.gpu.name,
+                    w.training.precision, n, {"tp": p.tensor, "pp": p.pipeline,
+                                              "cp": p.context, "ep": p.expert, "vp": p.vp})
+    ranges = _ranges(band.low, band.high, tokens, flops / (n * peak))
     return Result(
         workload=w.model.name, topology=topo.name, num_gpus=n, plan=_plan_dict(plan),
         step_time_s=step, tokens_per_s=tokens / step,
@@ -129,7 +145,22 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         exposed_comm_s=exposed,
         breakdown_s={"compute": compute, **exposed, "bubble": bubble},
         memory_per_gpu_GB=memory.memory_per_gpu_GB, fits_in_memory=memory.fits,
+        memory_margin_GB=memory.margin_bytes / 1e9,
         memory_breakdown_GB=memory.worst.breakdown_GB(), imbalance=imbalance,
         critical_stage=crit, events=run.events,
-        notes=list(plan.notes) + ([] if memory.fits else [f"does not fit: {memory.explain()}"]),
+        notes=list(plan.notes) + ([] if memory.fits else [f"does not fit: {memory.explain()}"])
+        + list(band.notes),
+        interval_coverage=band.coverage, interval_basis=band.basis, **ranges,
     )
+
+
+def _ranges(low: float | None, high: float | None, tokens: float, mfu_s: float
+            ) -> dict[str, dict[str, float] | None]:
+    """Step-time interval and the tokens/s and MFU ranges it implies (both ~ 1/step)."""
+    if low is None or high is None:  # same keys, so sweep tables keep their columns
+        none = {"low": None, "high": None}
+        return {"step_time_interval_s": none, "tokens_per_s_interval": dict(none),
+                "mfu_interval": dict(none)}
+    return {"step_time_interval_s": {"low": low, "high": high},
+            "tokens_per_s_interval": {"low": tokens / high, "high": tokens / low},
+            "mfu_interval": {"low": mfu_s / high, "high": mfu_s / low}}

@@ -110,8 +110,10 @@ def _phase(out: _Writer, plan: Any, r: Any, pid: int, detail: str) -> None:
     name = f"{r.name} mb {r.mb}" + (f" chunk {r.chunk}" if chunks > 1 else "")
     args = {"stage": r.stage, "microbatch": r.mb, "chunk": r.chunk,
             "flops": ph.flops if ph else 0.0, "model_flops": ph.model_flops if ph else 0.0}
-    ps, pe = out.slice(name, "forward" if r.name == "F" else "backward", pid, "compute",
-                       _us(r.start), _us(r.end), args)
+    cat = {"F": "forward", "W": "weight_grad"}.get(r.name, "backward")
+    if getattr(r, "fused", False):
+        args["overlapped"] = "F&B pair (DualPipe)"
+    ps, pe = out.slice(name, cat, pid, "compute", _us(r.start), _us(r.end), args)
     if detail != "op" or ph is None or not ph.ops:
         return
     stretch = (r.end - r.start) / ph.duration if ph.duration > 0 else 1.0

@@ -96,7 +96,9 @@ def shapes(w: Workload, t: TopologyConfig, gpus: int, micro_batch_sizes: tuple[i
 def with_recompute(w: Workload, recompute: str) -> Workload:
     """The same workload with another recompute setting (nothing else is re-checked)."""
     return w.model_copy(update={"training": w.training.model_copy(
-        update={"recompute": recompute})})
+        update={"recompute": recompute, "recompute_granularity": None,
+                "recompute_method": None, "recompute_num_layers": None,
+                "recompute_modules": None})})
 
 
 def resolve_shapes(base: dict, t: TopologyConfig, found: list[Shape]

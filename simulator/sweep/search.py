@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import TopologyConfig, Workload, load_topology
 from ..config.loader import apply_overrides, validate_model
 from ..errors import ConfigError
+from ..hardware import usable_hbm_bytes
 from ..workload.validate import check_plan
 from .candidates import RECOMPUTE, Shape, divisors, resolve_shapes, shapes, with_recompute
 from .executors import Executor
@@ -114,8 +115,10 @@ def _fit_phase(valid: list[tuple[Shape, Workload]], t: TopologyConfig, ex: Execu
             failed[shape] = error
         elif rc is None:
             counts["over_memory"] += 3
+            cap = usable_hbm_bytes(t.gpu.hbm_GB, t.gpu.hbm_usable_MiB) / 1e9
+            head = w.training.memory_headroom_GB
             failed[shape] = (f"does not fit even with full recompute: {tried[-1]:.1f} GB "
-                             f"of {t.gpu.hbm_GB:g} GB")
+                             f"of {cap:.4g} GB" + (f" less {head:g} GB headroom" if head else ""))
         else:
             k = RECOMPUTE.index(rc)
             counts["over_memory"] += k
@@ -189,7 +192,7 @@ def _row(rank: int, f: Fit) -> dict[str, Any]:
                            "recompute": f.recompute, "sp": s.sp,
                            "schedule": o["plan.schedule"]}
     for k in ("tokens_per_s", "step_time_s", "mfu", "hfu", "model_tflops_per_gpu",
-              "bubble_fraction", "memory_per_gpu_GB"):
+              "bubble_fraction", "memory_per_gpu_GB", "memory_margin_GB"):
         row[k] = o.get(k, float("nan"))  # a store written before a metric existed lacks it
     row.update({k: v for k, v in o.items() if k.startswith("breakdown_s.")})
     row["bound_s"] = f.bound_s
@@ -213,8 +216,8 @@ def _baselines(named: dict[str, Shape], by_shape: dict[Shape, Fit], failed: dict
     for name, shape in named.items():
         entry: dict[str, Any] = {"name": name, "plan": shape.label()}
         f = by_shape.get(shape)
-        if f is not None and f.outcome is not None and f.outcome["status"] == "ok":
-            entry.update(status="ok", recompute=f.recompute, **{
+        if f is not None and f.outcome is not None and f.outcome["status"] in ("ok", "over_memory"):
+            entry.update(status=f.outcome["status"], recompute=f.recompute, **{
                 k: f.outcome[k] for k in ("tokens_per_s", "step_time_s", "mfu",
                                           "memory_per_gpu_GB")})
             entry["rank"] = next((i + 1 for i, g in enumerate(ranked) if g is f), None)

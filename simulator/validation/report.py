@@ -17,6 +17,7 @@ from typing import Any
 from ..config import load_topology
 from ..io import atomic_write_bytes
 from .cases import CATEGORIES, Case, precision
+from .cv_report import render_cv_section
 from .predict import predict
 
 # Accuracy bars (absolute relative error) per category; None = not gated.
@@ -26,12 +27,14 @@ BARS: dict[str, dict[str, float]] = {
     "moe_step_time": {"median": 0.30},
     "collective_busbw": {"max": 0.10},
     "layer_time": {"max": 0.10},
+    "peak_memory": {"median": 0.10, "max": 0.20},
 }
 TITLES = {"dense_step_time": "Dense training step time",
           "moe_step_time": "MoE training step time (first bars; two cases xfail)",
           "collective_busbw":
           "NCCL collective bus bandwidth", "layer_time": "Per-layer time (one layer, "
-          "forward / backward)", "ep_alltoall": "MoE all-to-all bandwidth (reported, not gated)"}
+          "forward / backward)", "ep_alltoall": "MoE all-to-all bandwidth (reported, not gated)",
+          "peak_memory": "Peak memory per GPU (allocator peak, Megatron-LM memory logs)"}
 GPU_FIELDS = ("gemm_efficiency", "gemm_half_dim", "fp8_gemm_efficiency", "attention_efficiency",
               "memory_bandwidth_efficiency", "kernel_overhead_us", "comm_overlap_slowdown")
 
@@ -154,8 +157,10 @@ def _largest(rows: list[Row], k: int = 3) -> list[str]:
     return lines
 
 
-def render_markdown(rows: list[Row], figures: list[str] = (), analysis: str = "") -> str:
-    """The whole report as Markdown text (deterministic: no dates, no timings)."""
+def render_markdown(rows: list[Row], figures: list[str] = (), analysis: str = "",
+                    cv: dict | None = None) -> str:
+    """The whole report as Markdown text (deterministic: no dates, no timings); ``cv`` is
+    the cross-validation residual document (:mod:`~simulator.validation.crossval`)."""
     summary = summarize(rows)
     broken = check_bars(summary)
     out = ["# Validation against published measurements", "",
@@ -165,6 +170,8 @@ def render_markdown(rows: list[Row], figures: list[str] = (), analysis: str = ""
            "before any constant was fitted) are marked and summarised separately.", "",
            "## Summary", "", *_summary_table(summary), "",
            "Bars: " + ("all hold." if not broken else "BROKEN: " + "; ".join(broken)), ""]
+    if cv:
+        out += render_cv_section(cv)
     if any(r.case.category == "dense_step_time" for r in rows):
         out += ["Dense step time per GPU and precision (the dense bars are gated over all "
                 "dense cases and again over the FP8 cases alone):", "",
@@ -194,10 +201,10 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
 
 
 def write_report(rows: list[Row], out: str | Path, figures: list[str] = (),
-                 analysis_file: str | Path | None = None) -> Path:
+                 analysis_file: str | Path | None = None, cv: dict | None = None) -> Path:
     """Render and atomically write the Markdown report; returns its path."""
     analysis = ""
     if analysis_file is not None and Path(analysis_file).is_file():
         analysis = Path(analysis_file).read_text()
-    write_atomic(out, render_markdown(rows, figures, analysis))
+    write_atomic(out, render_markdown(rows, figures, analysis, cv))
     return Path(out)

@@ -20,7 +20,9 @@ from ..collectives import collective_time
 from ..compute import BYTES, optimizer_time
 from ..config.workload import Workload
 from ..engine import EngineInput
+from ..errors import ConfigError
 from ..hardware import Placement, Topology
+from ..memory.activations import activation_bytes_per_layer
 from ..moe import is_moe_layer
 from .context import make_attention
 from .cost import CostContext, Phase, TimedOp, cost_ops
@@ -70,8 +72,16 @@ class _Builder:
         self.dense = self._layer(None)
         self.moe = MoECost(w, topo, self.groups, x.T) if w.model.moe else None
         shared = w.model.moe.shared_expert_ffn_hidden_size if w.model.moe else 0
-        self.moe_base = self._layer(shared) if self.moe else None
-        self.full_recompute = tr.recompute == "full"
+        self.moe_base = self._layer(shared, moe_layer=True) if self.moe else None
+        self.rc = rc = tr.recompute_plan
+        self.recompute_moe = rc.full or rc.has("moe")
+        # full recompute, block method: layers past recompute_num_layers keep their
+        # activations, so their backward re-runs nothing
+        self.dense_plain_bwd = cost_ops(backward_of(layer_forward(w)), self.ctx)
+        self.moe_plain_bwd = (cost_ops(backward_of(layer_forward(w, shared)), self.ctx)
+                              if self.moe else None)
+        self.offload_layers = tr.cpu_offloading_num_layers if tr.cpu_offloading else 0
+        self.offload = self._offload_waits(topo) if self.offload_layers else None
         emb, out = embedding_forward(w), output_forward(w)
         self.embed = (cost_ops(emb, self.ctx), cost_ops(backward_of(emb), self.ctx))
         self.output = (cost_ops(out, self.ctx), cost_ops(backward_of(out), self.ctx))
@@ -80,10 +90,38 @@ class _Builder:
         self.w_moe_base = wgrad_time(layer_forward(w, shared), self.ctx) if self.moe else 0.0
         self.w_output = wgrad_time(out, self.ctx)
 
-    def _layer(self, ffn: int | None) -> tuple[Phase, Phase]:
+    def _layer(self, ffn: int | None, moe_layer: bool = False) -> tuple[Phase, Phase]:
         fwd = layer_forward(self.w, ffn)
         return (cost_ops(fwd, self.ctx),
-                cost_ops(recompute_ops(self.w, fwd) + backward_of(fwd), self.ctx))
+                cost_ops(recompute_ops(self.w, fwd, moe_layer) + backward_of(fwd), self.ctx))
+
+    def _offload_waits(self, topo: Topology) -> tuple[Phase, Phase]:
+        """Per offloaded layer, the time the compute stream waits on the host link.
+
+        Megatron-Core's CPU offloading (Transformer Engine ``get_cpu_offload_context``)
+        copies a layer's activations to the host on a side stream while the next layer
+        computes, and back while the previous layer's backward runs: each copy of
+        ``bytes / host_link`` seconds is hidden under one layer's forward (backward)
+        and the rest stalls the compute stream. Units: seconds."""
+        bw = topo.gpu.host_link_bandwidth
+        if not bw:
+            raise ConfigError("topology.gpu.host_link_GBps", None,
+                              "is needed for training.cpu_offloading")
+        copy = activation_bytes_per_layer(self.w) / bw
+        out = []
+        for name, hide in (("offload_d2h_wait", self.dense[0].duration),
+                           ("offload_h2d_wait", self.dense[1].duration)):
+            wait = max(0.0, copy - hide)
+            out.append(Phase(duration=wait, compute=wait,
+                             ops=[TimedOp(name, "compute", 0.0, wait, 0.0, 0.0)] if wait else []))
+        return out[0], out[1]
+
+    def _dense(self, f: Phase, b: Phase, redo: int, plain: int, ops: bool) -> None:
+        """Append ``redo`` dense layers with recompute and ``plain`` without."""
+        f.extend(self.dense[0], redo + plain, ops)
+        b.extend(self.dense[1], redo, ops)
+        if plain:
+            b.extend(self.dense_plain_bwd, plain, ops)
 
     def chunk(self, s: int, c: int, mb: int, first: bool, last: bool, ops: bool):
         """(forward, backward, W seconds) of chunk c on stage s for micro-batch mb."""
@@ -94,24 +132,29 @@ class _Builder:
             f.extend(self.embed[0], ops=ops)
         if last:
             b.extend(self.output[1], ops=ops)
-        dense_run = 0
-        for layer in self.shape.layer_ids(s, c):
+        dense_run = plain_run = 0
+        for pos, layer in enumerate(self.shape.layer_ids(s, c)):
+            redo = self.rc.layer_recomputed(pos) or not self.rc.full
             if self.moe is None or not is_moe_layer(w.model.moe, layer):
-                dense_run += 1
+                dense_run += redo
+                plain_run += not redo
                 continue
-            f.extend(self.dense[0], dense_run, ops), b.extend(self.dense[1], dense_run, ops)
-            wg += self.w_dense * dense_run
-            dense_run = 0
+            self._dense(f, b, dense_run, plain_run, ops)
+            wg += self.w_dense * (dense_run + plain_run)
+            dense_run = plain_run = 0
             fp, bp = self.moe.part(layer, mb, False), self.moe.part(layer, mb, True)
             wg += self.w_moe_base + bp.experts / 2
             f.extend(self.moe_base[0], ops=ops)
             f.extend(_moe_phase(fp, ops), ops=ops)
             b.extend(_moe_phase(bp, ops), ops=ops)
-            if self.full_recompute:
+            if self.recompute_moe and redo:
                 b.extend(_moe_phase(fp, ops), ops=ops)
-            b.extend(self.moe_base[1], ops=ops)
-        f.extend(self.dense[0], dense_run, ops), b.extend(self.dense[1], dense_run, ops)
-        wg += self.w_dense * dense_run
+            b.extend(self.moe_base[1] if redo else self.moe_plain_bwd, ops=ops)
+        self._dense(f, b, dense_run, plain_run, ops)
+        wg += self.w_dense * (dense_run + plain_run)
+        moved = sum(layer < self.offload_layers for layer in self.shape.layer_ids(s, c))
+        if moved and self.offload is not None:
+            f.extend(self.offload[0], moved, ops), b.extend(self.offload[1], moved, ops)
         if last:
             f.extend(self.output[0], ops=ops)
         if first:
