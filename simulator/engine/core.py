@@ -8,7 +8,8 @@ import numpy as np
 import simpy
 
 from ..schedules import Route, Schedule, Step, is_fused
-from .records import ListRecorder, Record, Recorder
+from .records import ListRecorder, NullRecorder, Record, Recorder
+from .replay import replay
 from .tail import StageStats, dp_tail
 
 
@@ -182,10 +183,13 @@ class _Sim:
         for i, (t, size) in enumerate(zip(buckets, sizes, strict=True)):
             self.dp_jobs[s].append((start + dur * (i + 1) / n, t, c, size))
 
-    def run(self) -> EngineResult:
-        for s in range(self.p):
-            self.env.process(self.stage(s))
-        self.env.run()
+    def run(self, direct: bool) -> EngineResult:
+        if direct:
+            replay(self)
+        else:
+            for s in range(self.p):
+                self.env.process(self.stage(s))
+            self.env.run()
         stuck = [f"stage {s} waits for {self.waiting[s]}" for s in range(self.p)
                  if not self.finished[s]]
         if stuck:
@@ -200,10 +204,21 @@ class _Sim:
                             events=self.rec.count)
 
 
-def run_engine(inp: EngineInput, recorder: Recorder | None = None) -> EngineResult:
+ENGINES = ("auto", "simpy", "direct")
+
+
+def run_engine(inp: EngineInput, recorder: Recorder | None = None,
+               engine: str = "auto") -> EngineResult:
     """Replay one step; returns per-stage statistics and the interval records.
 
     ``recorder``: where records go; default a :class:`ListRecorder` (all kept).
     Pass a :class:`NullRecorder` when nobody reads them.
+    ``engine``: ``"simpy"`` (the event loop, records in time order),
+    ``"direct"`` (:mod:`.replay`, same times, records grouped per stage) or
+    ``"auto"``: direct when the recorder is a :class:`NullRecorder`.
     """
-    return _Sim(inp, recorder if recorder is not None else ListRecorder()).run()
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
+    rec = recorder if recorder is not None else ListRecorder()
+    direct = engine == "direct" or (engine == "auto" and isinstance(rec, NullRecorder))
+    return _Sim(inp, rec).run(direct)

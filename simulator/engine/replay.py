@@ -1,0 +1,261 @@
+"""Direct replay: the SimPy engine's times from a list-scheduling recurrence, no events.
+
+Every schedule here is *static*: each stage runs its step list in order, and a
+step starts at ``max(the stage's previous step end, its input's arrival)``.
+A send leaves over the stage's FIFO link at ``max(producer end, link free)``
+and arrives ``p2p[s]`` later. A stage's times therefore depend only on its
+own order and on the arrival times of its inputs, never on what other stages
+do at the same instant, so processing the stages in any order that respects
+the data dependencies gives the same numbers as SimPy's time-ordered event
+loop. This module walks the stages with a work list: a stage runs until it
+needs an input that has not been produced yet, registers itself as that
+input's waiter, and is resumed when the producer sends it.
+
+Identical to :meth:`simulator.engine.core._Sim.stage` float for float: the
+clock after a wait is ``max(now, arrival)``; a transfer's arrival is
+``now + (end - now)`` (SimPy's ``timeout(end - now)``); a phase ends at
+``start + slot`` (``timeout(slot)``); fused pairs, W splits, gradient-bucket
+releases and the statistics follow the same expressions in the same order
+(``tests/test_engine_replay.py`` compares every field on every schedule).
+What differs is only the *order* of the records: per stage, not by time, so
+the engine uses this path when the caller discards records
+(:class:`~.records.NullRecorder`, the plain ``run`` / ``simulate`` / sweep
+path) and SimPy when the trace or timeline reads them.
+
+Cost: O(steps) at about a microsecond each, no event queue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..schedules import is_fused
+from .records import NullRecorder, Record
+
+
+def replay(sim: Any) -> None:
+    """Run every stage of ``sim`` (a :class:`~.core._Sim`) to its end or until it deadlocks.
+
+    Fills ``sim.stats``, ``sim.dp_jobs``, ``sim.finished``, ``sim.waiting``,
+    ``sim.link_free`` and the recorder, as the SimPy processes would.
+    """
+    inp, p = sim.inp, sim.p
+    data = _Data(inp)
+    arrive: dict[tuple, tuple[float, float]] = {}  # key -> (arrival, producer end)
+    waiters: dict[tuple, int] = {}
+    stages = [_Stage(sim, s, data) for s in range(p)]
+    runnable = list(range(p - 1, -1, -1))
+    while runnable:
+        s = runnable.pop()
+        key = stages[s].advance(sim, arrive, waiters, runnable)
+        if key is not None:
+            waiters[key] = s
+
+
+class _Data:
+    """The input's arrays as nested Python lists (same float64 values, cheap to index)."""
+
+    def __init__(self, inp: Any):
+        self.fwd, self.bwd = inp.fwd.tolist(), inp.bwd.tolist()
+        self.wgrad = inp.wgrad.tolist() if inp.wgrad is not None else None
+        self.ep = (inp.fwd_ep.tolist(), inp.bwd_ep.tolist()) \
+            if inp.fwd_ep is not None and inp.bwd_ep is not None else None
+        self.p2p = [float(x) for x in inp.p2p]
+
+
+class _Stage:
+    """One stage's step list, compiled to flat per-step facts, and its position and clock.
+
+    Per step: the arrival key it waits for (or None), its duration (unfused
+    steps), the chunk whose gradient buckets it releases (or -1), and the key
+    and locality of its send (or None).
+    """
+
+    __slots__ = ("s", "steps", "split", "fused", "wait", "dur", "rel", "dst", "i", "now",
+                 "seen_b", "data")
+
+    def __init__(self, sim: Any, s: int, data: _Data):
+        self.s, self.data = s, data
+        inp, route = sim.inp, sim.route
+        steps = self.steps = inp.schedule[s]
+        split = self.split = {(x.mb, x.chunk) for x in steps if x.phase == "W"}
+        grad_done: dict[int, int] = {}
+        for i, x in enumerate(steps):  # as core._Sim.stage: last W or unsplit B per chunk
+            if x.phase == "W" or (x.phase == "B" and (x.mb, x.chunk) not in split):
+                grad_done[x.chunk] = i
+        self.rel = [-1] * len(steps)
+        if inp.overlap_grad_reduce:
+            for c, i in grad_done.items():
+                self.rel[i] = c
+        self.fused = [is_fused(x) for x in steps]
+        self.wait = [(x.phase, x.mb, x.chunk, s) if route.waits(s, x) else None for x in steps]
+        self.dur = [_duration(s, x, split, data) for x in steps]
+        self.dst = []
+        for x in steps:
+            d = route.dst(s, x)
+            self.dst.append(None if d is None else ((x.phase, x.mb, d[1], d[0]), d[0] == s))
+        self.i = 0
+        self.now = 0.0
+        self.seen_b = False
+
+    def advance(self, sim: Any, arrive: dict, waiters: dict, runnable: list) -> tuple | None:
+        """Run steps until the stage ends (None) or needs an absent input (its key)."""
+        s, steps, fused, wait, dur, rel, dsts = (self.s, self.steps, self.fused, self.wait,
+                                                 self.dur, self.rel, self.dst)
+        inp, st_, rec = sim.inp, sim.stats[s], sim.rec
+        count_only = isinstance(rec, NullRecorder)
+        p2p, link = self.data.p2p[s], sim.link_free[s]
+        pp_wait, busy, warm = st_.pp_wait, st_.busy, st_.warmup_fwd
+        n, i, now, seen_b = len(steps), self.i, self.now, self.seen_b
+        blocked = None
+        while i < n:
+            if fused[i]:
+                st_.pp_wait, st_.busy, st_.warmup_fwd = pp_wait, busy, warm
+                sim.link_free[s] = link
+                out = self._pair(sim, i, now, seen_b, arrive, waiters, runnable)
+                if out is None:
+                    first = wait[i]
+                    blocked = first if first is not None and first not in arrive else wait[i + 1]
+                    break
+                now, seen_b = out
+                pp_wait, busy, warm, link = (st_.pp_wait, st_.busy, st_.warmup_fwd,
+                                             sim.link_free[s])
+                i += 2
+                continue
+            x = steps[i]
+            key = wait[i]
+            if key is not None:
+                got = arrive.get(key)
+                if got is None:
+                    blocked = key
+                    break
+                at, produced = got
+                ready = now
+                if at > now:
+                    now = at
+                pp_wait += max(0.0, now - max(ready, produced))
+            d = dur[i]
+            start = now
+            if st_.first_start < 0:
+                st_.first_start = start
+            if rel[i] >= 0:
+                sim.release(s, rel[i], start, d)
+            now = start + d
+            if count_only:
+                rec.count += 1
+            else:
+                rec.add(Record(s, "compute", x.phase, start, start + d, x.mb, x.chunk))
+            if x.phase == "F":
+                if not seen_b:
+                    warm += d
+            elif x.phase == "B":
+                seen_b = True
+            busy += d
+            out = dsts[i]
+            if out is not None:
+                dkey, local = out
+                if local:
+                    arrive[dkey] = (now, now)
+                else:
+                    t0 = now if now > link else link
+                    link = t0 + p2p
+                    if count_only:
+                        rec.count += 1
+                    else:
+                        rec.add(Record(s, "pp", "send_" + x.phase, t0, link, x.mb, x.chunk,
+                                       inp.p2p_bytes, dkey[3], dkey[2]))
+                    arrive[dkey] = (now + (link - now), now)
+                waiter = waiters.pop(dkey, None)
+                if waiter is not None:
+                    runnable.append(waiter)
+            i += 1
+        st_.pp_wait, st_.busy, st_.warmup_fwd = pp_wait, busy, warm
+        sim.link_free[s] = link
+        self.i, self.now, self.seen_b = i, now, seen_b
+        if blocked is not None:
+            sim.waiting[s] = steps[i] if wait[i] == blocked else steps[i + 1]
+            return blocked
+        st_.pipeline_end = now
+        sim.finished[s] = True
+        if not inp.overlap_grad_reduce:
+            for c in range(sim.v):
+                sim.release(s, c, now, 0.0)
+        return None
+
+    def _pair(self, sim, i, now, seen_b, arrive, waiters, runnable):
+        """An F&B pair as one slot (as core._Sim.stage); None if an input is absent."""
+        s, st_, inp, data = self.s, sim.stats[self.s], sim.inp, self.data
+        group = self.steps[i:i + 2]
+        keys = self.wait[i:i + 2]
+        if any(k is not None and k not in arrive for k in keys):
+            return None
+        ready = now
+        for k in keys:
+            if k is not None:
+                at, produced = arrive[k]
+                now = at if at > now else now
+                st_.pp_wait += max(0.0, now - max(ready, produced))
+                ready = now
+        durs = [self.dur[i], self.dur[i + 1]]
+        slot = _fused_slot(s, group[0], group[1], durs[0], durs[1], data.ep,
+                           inp.overlap_slowdown)
+        total = sum(durs)
+        st_.fb_saved += total - slot
+        start = now
+        if st_.first_start < 0:
+            st_.first_start = start
+        shares = [slot * d / total if total > 0 else d for d in durs]
+        t = start
+        for k, share in enumerate(shares):
+            if self.rel[i + k] >= 0:
+                sim.release(s, self.rel[i + k], t, share)
+            t += share
+        now = start + slot
+        t = start
+        for x, share in zip(group, shares, strict=True):
+            sim.rec.add(Record(s, "compute", x.phase, t, t + share, x.mb, x.chunk, fused=True))
+            t += share
+            if x.phase == "F" and not seen_b:
+                st_.warmup_fwd += share
+            seen_b = seen_b or x.phase == "B"
+        st_.busy += slot
+        for k, x in enumerate(group):
+            if self.dst[i + k] is not None:
+                _send(sim, s, x, self.dst[i + k], now, data.p2p, arrive, waiters, runnable)
+        return now, seen_b
+
+
+def _duration(s, x, split, data) -> float:
+    """As :meth:`~.core._Sim.duration`, from Python lists."""
+    if x.phase == "F":
+        return data.fwd[s][x.chunk][x.mb]
+    w = data.wgrad[s][x.chunk][x.mb] if data.wgrad is not None else 0.0
+    if x.phase == "W":
+        return w
+    return data.bwd[s][x.chunk][x.mb] - (w if (x.mb, x.chunk) in split else 0.0)
+
+
+def _fused_slot(s, f, b, df, db, ep, slowdown) -> float:
+    """As :meth:`~.core._Sim.fused_slot`."""
+    if ep is None:
+        return df + db
+    ef, eb = ep[0][s][f.chunk][f.mb], ep[1][s][b.chunk][b.mb]
+    hidden = min(ef, db - eb) + min(eb, df - ef)
+    return df + db - hidden * (1.0 - slowdown)
+
+
+def _send(sim, s, x, out, now, p2p, arrive, waiters, runnable) -> None:
+    """As :meth:`~.core._Sim.send`: local hand-over at once, else the FIFO link."""
+    key, local = out
+    if local:
+        arrive[key] = (now, now)
+    else:
+        start = max(now, sim.link_free[s])
+        end = start + p2p[s]
+        sim.link_free[s] = end
+        sim.rec.add(Record(s, "pp", "send_" + x.phase, start, end, x.mb, x.chunk,
+                           sim.inp.p2p_bytes, key[3], key[2]))
+        arrive[key] = (now + (end - now), now)
+    waiter = waiters.pop(key, None)
+    if waiter is not None:
+        runnable.append(waiter)
