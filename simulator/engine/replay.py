@@ -88,12 +88,16 @@ class _Stage:
             for c, i in grad_done.items():
                 self.rel[i] = c
         self.fused = [is_fused(x) for x in steps]
-        self.wait = [(x.phase, x.mb, x.chunk, s) if route.waits(s, x) else None for x in steps]
-        self.dur = [_duration(s, x, split, data) for x in steps]
+        # the route's answers depend on (phase, chunk) only: ask once per pair
+        pairs = {(x.phase, x.chunk): x for x in steps}
+        waits = {k: route.waits(s, x) for k, x in pairs.items()}
+        to = {k: route.dst(s, x) for k, x in pairs.items()}
+        self.wait = [(x[0], x[1], x[2], s) if waits[x[0], x[2]] else None for x in steps]
+        self.dur = _durations(s, steps, split, data)
         self.dst = []
         for x in steps:
-            d = route.dst(s, x)
-            self.dst.append(None if d is None else ((x.phase, x.mb, d[1], d[0]), d[0] == s))
+            d = to[x[0], x[2]]
+            self.dst.append(None if d is None else ((x[0], x[1], d[1], d[0]), d[0] == s))
         self.i = 0
         self.now = 0.0
         self.seen_b = False
@@ -225,14 +229,17 @@ class _Stage:
         return now, seen_b
 
 
-def _duration(s, x, split, data) -> float:
-    """As :meth:`~.core._Sim.duration`, from Python lists."""
-    if x.phase == "F":
-        return data.fwd[s][x.chunk][x.mb]
-    w = data.wgrad[s][x.chunk][x.mb] if data.wgrad is not None else 0.0
-    if x.phase == "W":
-        return w
-    return data.bwd[s][x.chunk][x.mb] - (w if (x.mb, x.chunk) in split else 0.0)
+def _durations(s, steps, split, data) -> list[float]:
+    """Each step's seconds, as :meth:`~.core._Sim.duration`, from Python lists."""
+    fwd, bwd, wgrad = data.fwd[s], data.bwd[s], data.wgrad[s] if data.wgrad is not None else None
+    out = []
+    for phase, mb, c in steps:
+        if phase == "F":
+            out.append(fwd[c][mb])
+            continue
+        w = wgrad[c][mb] if wgrad is not None else 0.0
+        out.append(w if phase == "W" else bwd[c][mb] - (w if (mb, c) in split else 0.0))
+    return out
 
 
 def _fused_slot(s, f, b, df, db, ep, slowdown) -> float:

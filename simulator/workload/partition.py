@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..config.workload import Workload
 from ..errors import ConfigError
@@ -63,7 +64,7 @@ class Partition:
     def num_stages(self) -> int:
         return len(self.layers)
 
-    @property
+    @cached_property  # frozen: computed once (layer_ids asks for it per chunk)
     def counts(self) -> tuple[int, ...]:
         """Layers per global chunk of one model copy."""
         n = 1 + max(max(row) for row in self.place)

@@ -31,7 +31,7 @@ from .moe_layer import MoECost, MoEPart
 from .ops import backward_of, dims, embedding_forward, layer_forward, output_forward, recompute_ops
 from .params import StageParams
 from .partition import Partition
-from .shape import PlanShape, plan_shape
+from .shape import PlanShape, microbatch_runs, plan_shape, schedule_steps
 from .wgrad import wgrad_time
 
 GRAD_BYTES = 4  # fp32 gradient reduction (Megatron's default for bf16 training)
@@ -177,17 +177,17 @@ def build_plan(w: Workload, topo: Topology) -> Plan:
     bld = _Builder(w, topo)
     p = w.parallelism
     P, V, M = p.pipeline, bld.shape.chunks, w.num_microbatches
-    schedule = bld.shape.schedule.steps(P, M, p.vp)
+    schedule = schedule_steps(bld.shape.schedule, P, M, p.vp)
+    all_runs = microbatch_runs(bld.shape.schedule, P, M, p.vp)
     fwd, bwd, wgrad = np.zeros((P, V, M)), np.zeros((P, V, M)), np.zeros((P, V, M))
     fwd_ep, bwd_ep = np.zeros((P, V, M)), np.zeros((P, V, M))
     phases: dict[tuple[str, int, int], Phase] = {}
     totals = [dict.fromkeys(AXES, 0.0) for _ in range(P)]
     varies = bld.moe is not None
     for s in range(P):
-        runs = _microbatches(schedule[s], V)
         for c in range(V):
             first, last = bld.shape.first(s, c), bld.shape.last(s, c)
-            mbs = runs[c]
+            mbs = list(all_runs[s][c])
             for k, mb in enumerate(mbs if varies else mbs[:1]):
                 f, b, wg = bld.chunk(s, c, mb, first, last, ops=k == 0)
                 if k == 0:
@@ -242,15 +242,6 @@ def _buckets(params: float, dp: int, group: Placement, topo: Topology, dist_opt:
     op = "reduce_scatter" if dist_opt else "all_reduce"
     nbytes = params / n * grad_bytes
     return [(collective_time(op, nbytes, group, topo), nbytes)] * n
-
-
-def _microbatches(steps, chunks: int) -> list[list[int]]:
-    """Micro-batches each chunk of a stage forwards (DualPipe: half per direction)."""
-    runs: list[list[int]] = [[] for _ in range(chunks)]
-    for x in steps:
-        if x.phase == "F":
-            runs[x.chunk].append(x.mb)
-    return [sorted(r) for r in runs]
 
 
 def _engine_input(w: Workload, topo: Topology, bld: _Builder, schedule, tables,

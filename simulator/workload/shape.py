@@ -21,9 +21,10 @@ reports read these instead of recomputing them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..config.workload import Workload
-from ..schedules import Route, Schedule, get_schedule
+from ..schedules import Route, Schedule, Step, get_schedule
 from .params import StageParams, expert_data_parallel, stage_params
 from .partition import Partition, partition_layers
 
@@ -75,3 +76,28 @@ def plan_shape(w: Workload) -> PlanShape:
         in_flight=tuple(sched.in_flight(p, m, v, s) for s in range(p)),
         w_deferred=tuple(sched.w_deferred(p, m, v, s) for s in range(p)),
         microbatches=m, chunks=sched.chunks(v))
+
+
+@lru_cache(maxsize=64)
+def schedule_steps(sched: Schedule, p: int, m: int, v: int) -> tuple[tuple[Step, ...], ...]:
+    """``sched.steps(p, m, v)``, built once per size and frozen (tuples: plans share it).
+
+    Sweeps and the search build thousands of plans with a handful of
+    (schedule, p, m, v); the step lists are the same each time."""
+    return tuple(tuple(st) for st in sched.steps(p, m, v))
+
+
+@lru_cache(maxsize=64)
+def microbatch_runs(sched: Schedule, p: int, m: int, v: int
+                    ) -> tuple[tuple[tuple[int, ...], ...], ...]:
+    """Per stage and chunk, the micro-batches it forwards, sorted (DualPipe: half per
+    direction)."""
+    n = sched.chunks(v)
+    out = []
+    for steps in schedule_steps(sched, p, m, v):
+        runs: list[list[int]] = [[] for _ in range(n)]
+        for x in steps:
+            if x.phase == "F":
+                runs[x.chunk].append(x.mb)
+        out.append(tuple(tuple(sorted(r)) for r in runs))
+    return tuple(out)
