@@ -67,8 +67,8 @@ def step_lower_bound(inp: EngineInput) -> float:
 
 def _fused_hiding(inp: EngineInput, s: int, steps: list) -> float:
     """Most EP time an F&B pair can hide (both phases' exposed all-to-all), summed."""
-    if inp.fwd_ep is None or inp.bwd_ep is None:
-        return 0.0
+    if inp.fwd_ep is None or inp.bwd_ep is None or not (inp.fwd_ep.any() or inp.bwd_ep.any()):
+        return 0.0  # nothing to hide (dense): skip the walk over the steps
     return sum(float(inp.fwd_ep[s, x.chunk, x.mb] + inp.bwd_ep[s, y.chunk, y.mb])
                for x, y in pairwise(steps) if is_fused(x))
 
@@ -89,7 +89,7 @@ def fit_and_bound(item: tuple[Workload, TopologyConfig]
             mem = estimate_memory(wr, topo)
             tried.append(mem.memory_per_gpu_GB)
             if mem.fits:
-                return rc, tuple(tried), step_lower_bound(build_plan(wr, topo).engine_input), None
+                return rc, tuple(tried), step_lower_bound(build_plan(wr, topo, bound_only=True).engine_input), None
     except ConfigError as exc:
         return None, tuple(tried), float("inf"), exc.message()
     return None, tuple(tried), float("inf"), None

@@ -173,7 +173,10 @@ def _moe_phase(part: MoEPart, ops: bool) -> Phase:
     return ph
 
 
-def build_plan(w: Workload, topo: Topology) -> Plan:
+def build_plan(w: Workload, topo: Topology, bound_only: bool = False) -> Plan:
+    """Cost ``w`` on ``topo``. ``bound_only``: for the search's lower bound (phase times,
+    optimizer, schedule), skip the op timelines of ``phases`` and the DP buckets (the
+    engine input then has none: do not replay it)."""
     bld = _Builder(w, topo)
     p = w.parallelism
     P, V, M = p.pipeline, bld.shape.chunks, w.num_microbatches
@@ -189,7 +192,7 @@ def build_plan(w: Workload, topo: Topology) -> Plan:
             first, last = bld.shape.first(s, c), bld.shape.last(s, c)
             mbs = list(all_runs[s][c])
             for k, mb in enumerate(mbs if varies else mbs[:1]):
-                f, b, wg = bld.chunk(s, c, mb, first, last, ops=k == 0)
+                f, b, wg = bld.chunk(s, c, mb, first, last, ops=k == 0 and not bound_only)
                 if k == 0:
                     phases[("F", s, c)], phases[("B", s, c)] = f, b
                 sl = [mb] if varies else mbs
@@ -210,7 +213,7 @@ def build_plan(w: Workload, topo: Topology) -> Plan:
         imbalance.update(_moe_imbalance(bld.moe))
     return Plan(workload=w, topo=topo, partition=bld.part, groups=bld.groups, phases=phases,
                 engine_input=_engine_input(w, topo, bld, schedule, (fwd, bwd, wgrad, fwd_ep,
-                                                                        bwd_ep), params),
+                                                                        bwd_ep), params, not bound_only),
                 stage_params=params, totals=totals, notes=notes, imbalance=imbalance,
                 moe=bld.moe, shape=bld.shape)
 
@@ -245,7 +248,7 @@ def _buckets(params: float, dp: int, group: Placement, topo: Topology, dist_opt:
 
 
 def _engine_input(w: Workload, topo: Topology, bld: _Builder, schedule, tables,
-                  params: list[StageParams]) -> EngineInput:
+                  params: list[StageParams], with_buckets: bool = True) -> EngineInput:
     p, tr = w.parallelism, w.training
     fwd, bwd, wgrad, fwd_ep, bwd_ep = tables
     sched = bld.shape.schedule
@@ -265,8 +268,8 @@ def _engine_input(w: Workload, topo: Topology, bld: _Builder, schedule, tables,
         sp = params[s]
         per_chunk = bld.part.layers[s]
         total_layers = max(1, sum(per_chunk))
-        row = []
-        for c in range(V):
+        row: list[list[tuple[float, float]]] = [] if with_buckets else [[] for _ in range(V)]
+        for c in range(V if with_buckets else 0):
             share = per_chunk[c] / total_layers
             pair = (sp.dense + sp.expert) * share * grad_bytes
             row.append(([(collective_time("all_reduce", pair, twin, topo), pair)] if twin else [])
