@@ -83,7 +83,9 @@ def stage_params(w: Workload, partition: Partition, stage: int) -> StageParams:
     cache: dict[bool, StageParams] = {}
     for layer in stage_layer_indices(partition, stage):
         routed = w.model.moe is not None and is_moe_layer(w.model.moe, layer)
-        lp = cache.setdefault(routed, layer_params(w, routed))
+        lp = cache.get(routed)
+        if lp is None:  # one costing per kind of layer (setdefault would cost every layer)
+            lp = cache[routed] = layer_params(w, routed)
         dense += lp.dense
         expert += lp.expert
     h, p = w.model.hidden_size, partition.num_stages
