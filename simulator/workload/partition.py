@@ -76,9 +76,17 @@ class Partition:
 
     def layer_ids(self, stage: int, chunk: int) -> list[int]:
         """Global 0-based decoder-layer indices of ``chunk`` on ``stage``."""
-        g = self.place[stage][chunk]
-        start = sum(self.counts[:g])
+        start = self._starts[self.place[stage][chunk]]
         return list(range(start, start + self.layers[stage][chunk]))
+
+    @cached_property
+    def _starts(self) -> tuple[int, ...]:
+        """First layer index of each global chunk (prefix sums of ``counts``)."""
+        out, at = [], 0
+        for k in self.counts:
+            out.append(at)
+            at += k
+        return tuple(out)
 
     def stage_layer_ids(self, stage: int) -> list[int]:
         """Every decoder layer ``stage`` holds, chunk by chunk."""

@@ -195,7 +195,8 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False) -> Plan:
                 f, b, wg = bld.chunk(s, c, mb, first, last, ops=k == 0 and not bound_only)
                 if k == 0:
                     phases[("F", s, c)], phases[("B", s, c)] = f, b
-                sl = [mb] if varies else mbs
+                # a chunk that forwards every micro-batch: a basic slice (fancy indexing is slow)
+                sl = mb if varies else slice(None) if len(mbs) == M else mbs
                 fwd[s, c, sl], bwd[s, c, sl], wgrad[s, c, sl] = f.duration, b.duration, wg
                 fwd_ep[s, c, sl], bwd_ep[s, c, sl] = f.exposed.get("ep", 0.0), \
                     b.exposed.get("ep", 0.0)

@@ -78,7 +78,7 @@ def plan_shape(w: Workload) -> PlanShape:
         microbatches=m, chunks=sched.chunks(v))
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=512)
 def schedule_steps(sched: Schedule, p: int, m: int, v: int) -> tuple[tuple[Step, ...], ...]:
     """``sched.steps(p, m, v)``, built once per size and frozen (tuples: plans share it).
 
@@ -87,7 +87,7 @@ def schedule_steps(sched: Schedule, p: int, m: int, v: int) -> tuple[tuple[Step,
     return tuple(tuple(st) for st in sched.steps(p, m, v))
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=512)
 def microbatch_runs(sched: Schedule, p: int, m: int, v: int
                     ) -> tuple[tuple[tuple[int, ...], ...], ...]:
     """Per stage and chunk, the micro-batches it forwards, sorted (DualPipe: half per
