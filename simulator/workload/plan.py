@@ -65,9 +65,9 @@ class _Builder:
                                attention=make_attention(w, topo, self.groups, x),
                                async_grad_allreduce=tr.async_tensor_model_parallel_allreduce)
         self.dense = self._layer(None)
-        self.moe = MoECost(w, topo, self.groups, x.T) if w.model.moe else None
         shared = w.model.moe.shared_expert_ffn_hidden_size if w.model.moe else 0
-        self.moe_base = self._layer(shared) if self.moe else None
+        self.moe_base = self._layer(shared) if w.model.moe else None
+        self.moe = MoECost(w, topo, self.groups, x.T, self.moe_base) if w.model.moe else None
         self.full_recompute = tr.recompute == "full"
         self._layer_ids: dict[tuple[int, int], list[int]] = {}
         emb, out = embedding_forward(w), output_forward(w)
@@ -103,10 +103,25 @@ class _Builder:
             b.extend(self.moe_base[1], ops=ops)
         f.extend(self.dense[0], dense_run, ops), b.extend(self.dense[1], dense_run, ops)
         if last:
+            self._mtp(f, b, mb, ops)
             f.extend(self.output[0], ops=ops)
         if first:
             b.extend(self.embed[1], ops=ops)
         return f, b
+
+    def _mtp(self, f: Phase, b: Phase, mb: int, ops: bool) -> None:
+        """Multi-token-prediction modules on the last stage: each one more decoder layer
+        of the last layer's kind and one more output layer + loss (DeepSeek-V3 sec. 2.2)."""
+        m = self.w.model
+        for k in range(m.mtp_num_layers):
+            layer = m.num_layers + k
+            if self.moe is not None and is_moe_layer(m.moe, layer):
+                fp, bp = self.moe.part(layer, mb, False), self.moe.part(layer, mb, True)
+                f.extend(self.moe_base[0], ops=ops), f.extend(_moe_phase(fp, ops), ops=ops)
+                b.extend(_moe_phase(bp, ops), ops=ops), b.extend(self.moe_base[1], ops=ops)
+            else:
+                f.extend(self.dense[0], ops=ops), b.extend(self.dense[1], ops=ops)
+            f.extend(self.output[0], ops=ops), b.extend(self.output[1], ops=ops)
 
     def _chunk_layers(self, s: int, c: int) -> list[int]:
         """Global layer indices of chunk c on stage s (cached: MoE plans ask once per
