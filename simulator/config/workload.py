@@ -200,8 +200,10 @@ class TrainingConfig(BaseModel):
     grad_reduce_in_fp32: bool = True
     use_flash_attn: bool = True
     # Megatron-Core --cuda-graph-impl / --cuda-graph-scope: graphed parts of a layer launch
-    # as one graph instead of kernel by kernel (simulator/moe/host.py).
-    cuda_graph_impl: Literal["none", "local", "transformer_engine"] = "none"
+    # as one graph instead of kernel by kernel (simulator/workload/moe_host.py);
+    # "full_iteration" graphs the whole step (needs sync-free dropless MoE: Megatron's
+    # paged stash / padded experts).
+    cuda_graph_impl: Literal["none", "local", "transformer_engine", "full_iteration"] = "none"
     cuda_graph_scope: list[Literal["full", "attn", "mlp", "moe", "moe_router",
                                    "moe_preprocess"]] = Field(default_factory=lambda: ["full"])
     seed: int = Field(0, ge=0)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import EngineResult
+from ..workload.model_params import model_params
 from ..workload.plan import Plan
 from .flops import model_flops_per_step
 
@@ -39,6 +40,13 @@ class Result:
     critical_stage: int
     events: int
     notes: list[str] = field(default_factory=list)
+    model_params_total: float = 0.0  # main model, unsharded (MTP modules apart)
+    model_params_active: float = 0.0  # per token (MoE: top-k routed + shared experts)
+    # MoE: dispatch / combine / permute / router / expert_gemm / exposed / hidden /
+    # host_stall seconds on the bottleneck stage, summed over the step (fwd + bwd).
+    ep_breakdown_s: dict[str, float] = field(default_factory=dict)
+    # Share of the step the bottleneck stage's GPU waits for the host to launch kernels.
+    host_bound_fraction: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,6 +101,8 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     dp = max(0.0, st.end - st.pipeline_end - st.optimizer)
     exposed = {"tp": sums["tp"], "cp": sums["cp"], "ep": sums["ep"], "pp": float(st.pp_wait),
                "dp": float(dp)}
+    ep = dict(plan.ep_breakdown[crit]) if plan.ep_breakdown else {}
+    host = ep.get("host_stall", 0.0)  # in the phase durations, neither compute nor comm
     bubble = float(max(0.0, run.step_time - st.busy - st.pp_wait - dp - st.optimizer))
     exposed = {k: _denoise(v, run.step_time) for k, v in exposed.items()}
     bubble = _denoise(bubble, run.step_time)
@@ -104,15 +114,23 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     busy = [s.busy for s in run.stages]
     imbalance = {"pp": max(busy) / (sum(busy) / len(busy)) if sum(busy) > 0 else 1.0,
                  **plan.imbalance}
+    params = model_params(w)
+    host_bound = host / step if step > 0 else 0.0
+    notes = list(plan.notes)
+    if host_bound > 0.05:
+        notes.append(f"host launch-bound: the GPU waits {host_bound:.0%} of the step for the "
+                     f"CPU to issue kernels (training.cuda_graph_impl would cut launches)")
     return Result(
         workload=w.model.name, topology=topo.name, num_gpus=n, plan=_plan_dict(plan),
         step_time_s=step, tokens_per_s=tokens / step,
         model_tflops_per_gpu=flops / step / n / 1e12, mfu=flops / (step * n * peak),
         bubble_fraction=bubble / step, compute_time_s=compute, optimizer_time_s=st.optimizer,
         exposed_comm_s=exposed,
-        breakdown_s={"compute": compute, **exposed, "bubble": bubble},
+        breakdown_s={"compute": compute, **exposed, "host": host, "bubble": bubble},
         memory_per_gpu_GB=memory.memory_per_gpu_GB, fits_in_memory=memory.fits,
         memory_breakdown_GB=memory.worst.breakdown_GB(), imbalance=imbalance,
         critical_stage=crit, events=run.events,
-        notes=list(plan.notes) + ([] if memory.fits else [f"does not fit: {memory.explain()}"]),
+        notes=notes + ([] if memory.fits else [f"does not fit: {memory.explain()}"]),
+        model_params_total=params.total, model_params_active=params.active,
+        ep_breakdown_s=ep, host_bound_fraction=host_bound,
     )

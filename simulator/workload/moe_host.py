@@ -64,7 +64,7 @@ def launch_counts(attention_ops: int, local_experts: int, fp8: bool, graphed: se
         attention=1.0 if ("attn" in graphed or "full" in graphed) else float(attention_ops),
         router=1.0 if ("moe_router" in graphed or whole) else ROUTER_KERNELS,
         preprocess=1.0 if ("moe_preprocess" in graphed or whole) else PREPROCESS_KERNELS,
-        dispatch_combine=DISPATCH_KERNELS + COMBINE_KERNELS,
+        dispatch_combine=1.0 if whole else DISPATCH_KERNELS + COMBINE_KERNELS,
         experts=1.0 if whole else experts,
     )
 
@@ -73,6 +73,8 @@ def graphed_scopes(impl: str, scope: list[str], synced: bool) -> set[str]:
     """CUDA-graphed parts of a layer; a full-layer graph cannot hold a host sync."""
     if impl == "none":
         return set()
+    if impl == "full_iteration":
+        return {"full"}
     out = set(scope)
     if synced and ("full" in out or "moe" in out):
         out -= {"full", "moe"}

@@ -84,8 +84,8 @@ class MoECost:
         self.fp8 = w.training.precision == "fp8"
         self.seed = w.training.seed
         self.base = base or (Phase(), Phase())
-        self.synced = m.moe.capacity_factor is None
         tr = w.training
+        self.synced = m.moe.capacity_factor is None and tr.cuda_graph_impl != "full_iteration"
         graphed = graphed_scopes(tr.cuda_graph_impl, list(tr.cuda_graph_scope), self.synced)
         base_gemms = sum(1 for o in self.base[0].ops if o.flops > 0)
         self.launches = launch_counts(len(self.base[0].ops) + (base_gemms if self.fp8 else 0),
@@ -135,8 +135,13 @@ class MoECost:
         per_expert = (total + act) * (2.0 if backward else 1.0)
         return per_expert.reshape(self.ep, -1).sum(axis=1) + gpu.kernel_overhead_s
 
+    @property
+    def deterministic(self) -> bool:
+        """Uniform routing ignores the random draw: every (layer, micro-batch) costs the same."""
+        return self.moe.router_load == "uniform"
+
     def part(self, layer: int, mb: int, backward: bool) -> MoEPart:
-        key = (layer, mb)
+        key = (0, 0) if self.deterministic else (layer, mb)
         if key not in self._cache:
             loads = self.route(layer, mb)
             experts = self.expert_seconds(loads.kept_tokens, False)
@@ -200,3 +205,15 @@ def _exposed(comm: float, hiding: float, kappa: float) -> float:
 def _router_gemm(tokens: float, experts: int, h: int, gpu) -> float:
     eff = gemm_efficiency(tokens, experts, h, gpu, "bf16")
     return 2.0 * tokens * experts * h / (gpu.peak("bf16") * eff) + gpu.kernel_overhead_s
+
+
+EP_KEYS = ("dispatch", "combine", "permute", "router", "expert_gemm", "exposed", "hidden",
+           "host_stall")
+
+
+def add_ep_breakdown(acc: dict[str, float], part: MoEPart, weight: float = 1.0) -> None:
+    """Accumulate one MoE part into an ``ep_breakdown_s`` dict (seconds, :data:`EP_KEYS`)."""
+    vals = (part.dispatch, part.combine, part.permute, part.router, part.experts,
+            part.exposed_ep, part.hidden_ep, part.host_stall)
+    for k, v in zip(EP_KEYS, vals, strict=True):
+        acc[k] = acc.get(k, 0.0) + v * weight

@@ -27,7 +27,7 @@ from ..schedules import build_schedule
 from .context import make_attention
 from .cost import CostContext, Phase, TimedOp, cost_ops
 from .layout import group_layout
-from .moe_layer import MoECost, MoEPart
+from .moe_layer import MoECost, MoEPart, add_ep_breakdown
 from .ops import backward_of, dims, embedding_forward, layer_forward, output_forward, recompute_ops
 from .partition import Partition, partition_layers
 
@@ -51,6 +51,7 @@ class Plan:
     notes: list[str]
     imbalance: dict[str, float] = field(default_factory=dict)
     moe: MoECost | None = None
+    ep_breakdown: list[dict[str, float]] = field(default_factory=list)  # per stage, seconds
 
 
 class _Builder:
@@ -70,6 +71,7 @@ class _Builder:
         self.moe = MoECost(w, topo, self.groups, x.T, self.moe_base) if w.model.moe else None
         self.full_recompute = tr.recompute == "full"
         self._layer_ids: dict[tuple[int, int], list[int]] = {}
+        self.ep_parts: list[MoEPart] = []  # MoE parts of the last chunk() call
         emb, out = embedding_forward(w), output_forward(w)
         self.embed = (cost_ops(emb, self.ctx), cost_ops(backward_of(emb), self.ctx))
         self.output = (cost_ops(out, self.ctx), cost_ops(backward_of(out), self.ctx))
@@ -83,6 +85,7 @@ class _Builder:
         """(forward, backward) phases of chunk c on stage s for micro-batch mb."""
         w = self.w
         f, b = Phase(), Phase()
+        self.ep_parts = []
         if first:
             f.extend(self.embed[0], ops=ops)
         if last:
@@ -95,6 +98,7 @@ class _Builder:
             f.extend(self.dense[0], dense_run, ops), b.extend(self.dense[1], dense_run, ops)
             dense_run = 0
             fp, bp = self.moe.part(layer, mb, False), self.moe.part(layer, mb, True)
+            self.ep_parts += [fp, bp]
             f.extend(self.moe_base[0], ops=ops)
             f.extend(_moe_phase(fp, ops), ops=ops)
             b.extend(_moe_phase(bp, ops), ops=ops)
@@ -117,6 +121,7 @@ class _Builder:
             layer = m.num_layers + k
             if self.moe is not None and is_moe_layer(m.moe, layer):
                 fp, bp = self.moe.part(layer, mb, False), self.moe.part(layer, mb, True)
+                self.ep_parts += [fp, bp]
                 f.extend(self.moe_base[0], ops=ops), f.extend(_moe_phase(fp, ops), ops=ops)
                 b.extend(_moe_phase(bp, ops), ops=ops), b.extend(self.moe_base[1], ops=ops)
             else:
@@ -152,7 +157,8 @@ def build_plan(w: Workload, topo: Topology) -> Plan:
     fwd, bwd = np.zeros((P, V, M)), np.zeros((P, V, M))
     phases: dict[tuple[str, int, int], Phase] = {}
     totals = [dict.fromkeys(AXES, 0.0) for _ in range(P)]
-    varies = bld.moe is not None
+    ep_totals: list[dict[str, float]] = [{} for _ in range(P)]
+    varies = bld.moe is not None and not bld.moe.deterministic  # per micro-batch draws
     for s in range(P):
         for c in range(V):
             first, last = s == 0 and c == 0, s == P - 1 and c == V - 1
@@ -163,6 +169,8 @@ def build_plan(w: Workload, topo: Topology) -> Plan:
                 sl = slice(mb, mb + 1) if varies else slice(None)
                 fwd[s, c, sl], bwd[s, c, sl] = f.duration, b.duration
                 weight = 1 if varies else M
+                for part in bld.ep_parts:
+                    add_ep_breakdown(ep_totals[s], part, weight)
                 for ph in (f, b):
                     totals[s]["compute"] += ph.compute * weight
                     for axis in ("tp", "cp", "ep"):
@@ -177,7 +185,7 @@ def build_plan(w: Workload, topo: Topology) -> Plan:
     return Plan(workload=w, topo=topo, partition=bld.part, groups=bld.groups, phases=phases,
                 engine_input=_engine_input(w, topo, bld, fwd, bwd, params),
                 stage_params=params, totals=totals, notes=notes, imbalance=imbalance,
-                moe=bld.moe)
+                moe=bld.moe, ep_breakdown=ep_totals if bld.moe is not None else [])
 
 
 def _moe_imbalance(moe: MoECost) -> dict[str, float]:
