@@ -31,6 +31,7 @@ import numpy as np
 from ..collectives import alltoall_time_uneven, collective_time
 from ..hardware import Placement, Topology
 from ..moe import RouterLoads, alltoall_bytes
+from ..moe.alltoall import _rank_shares
 
 
 class Dispatcher:
@@ -70,31 +71,81 @@ class Dispatcher:
 
     def _hier(self, loads: RouterLoads) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-rank (NVLink send, NVLink recv, inter-node send) elements of one dispatch."""
-        if self.local >= self.ep or self.ep % self.local:
-            send, recv = alltoall_bytes(loads, self.ep, self.tokens, float(self.h))
-            return send, recv, np.zeros_like(send)
-        flat_send, _ = alltoall_bytes(loads, self.ep, self.tokens, float(self.h))
-        hs, hr = alltoall_bytes(loads, self.ep, self.tokens, float(self.h), self.local,
-                                self.max_nodes)
-        # Intra-node part of the hierarchical volumes: flat volume to same-node peers
-        # (routing is identically distributed over source ranks, see moe/alltoall.py).
-        intra = flat_send * (self.local - 1) / (self.ep - 1)
-        inter = np.maximum(np.maximum(hs, hr) - intra, 0.0)
-        return intra, intra, inter
+        share, kept = _rank_shares(loads, self.ep)
+        nvl, rdma = deepep_tokens(share, loads.topk, self.local, self.max_nodes)
+        scale = self.tokens * kept * self.h
+        return nvl * scale, nvl * scale, rdma * scale
 
     def _deepep(self, nv_send: np.ndarray, nv_recv: np.ndarray, inter: np.ndarray,
                 elem: float) -> float:
-        """Seconds of one DeepEP normal-kernel exchange: NVLink and RDMA concurrently.
-
-        RDMA bytes arrive on the same-index GPU of each destination node and are
-        forwarded over NVLink there, so NVLink also carries the inter-node bytes.
-        """
+        """Seconds of one DeepEP normal-kernel exchange: NVLink and RDMA concurrently
+        (the NVLink volume includes the forwarding of received RDMA tokens)."""
         t0 = self.topo.tiers[0]
         nvlink = t0.bandwidth * t0.deepep_efficiency
-        busiest_nv = float(max(nv_send.max(), nv_recv.max()) + inter.max()) * elem
+        busiest_nv = float(max(nv_send.max(), nv_recv.max())) * elem
         t = busiest_nv / nvlink
         if inter.max() > 0 and len(self.topo.tiers) > 1:
             span = self.topo.tiers[1:self.place.span + 1] or self.topo.tiers[1:2]
             rdma = min(x.bandwidth * x.deepep_efficiency / x.oversubscription for x in span)
             t = max(t, float(inter.max()) * elem / rdma)
         return t + self.topo.tiers[min(self.place.span, len(self.topo.tiers) - 1)].latency_s
+
+
+def deepep_tokens(share: np.ndarray, topk: int, local: int, max_nodes: int | None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """DeepEP token copies per source token, per rank: ``(nvlink, rdma)`` ``[ep]``.
+
+    DeepEP sends a token once per destination *rank* inside the node and once per
+    destination *node* across nodes (to the same-index GPU, which forwards it over
+    NVLink to the hit GPUs there): deepseek-ai/DeepEP README, "normal kernels", and
+    DeepSeek-V3 sec. 3.2.2. With independent top-k picks and rank shares ``q_r``, rank
+    ``r`` is hit with probability ``1 - (1 - q_r)^k`` and node ``n`` with ``1 - (1 -
+    Q_n)^k``; node-limited routing scales both so a token hits at most
+    ``max_nodes`` nodes. Rank ``i`` of node ``a`` sends over RDMA one copy per hit
+    remote node, ``sum_{n != a} hit_n``, and over NVLink its own copies to the hit
+    peers of its node plus the forwarded copies of the ``N - 1`` remote senders,
+    ``N * sum_{r in a, r != i} hit_r`` (same routing distribution for every source).
+    """
+    ep = share.size
+    local = max(1, min(local, ep))
+    nodes = ep // local
+    hit_r = 1.0 - (1.0 - share) ** topk
+    hit_n = 1.0 - (1.0 - share.reshape(nodes, local).sum(axis=1)) ** topk
+    if max_nodes is not None and hit_n.sum() > max_nodes:
+        scale = max_nodes / hit_n.sum()
+        hit_r, hit_n = hit_r * scale, hit_n * scale
+    node_of = np.arange(ep) // local
+    peers = hit_r.reshape(nodes, local).sum(axis=1)[node_of] - hit_r
+    nvl = nodes * peers
+    rdma = hit_n.sum() - hit_n[node_of]
+    return nvl, rdma
+
+
+def deepep_bandwidth(ep: int, local: int, topk: int, max_nodes: int | None,
+                     topo: Topology) -> float:
+    """DeepEP's reported bandwidth for one uniform dispatch, bytes/s (its own metric).
+
+    DeepEP's tests report, intranode, the bytes a rank receives (its own share
+    included) and, internode, the RDMA bytes a rank sends counted once per destination
+    node including its own, both divided by the kernel time; the time is
+    :meth:`Dispatcher._deepep`'s (NVLink and RDMA concurrently).
+    """
+    share = np.full(ep, 1.0 / ep)
+    nvl, rdma = deepep_tokens(share, topk, local, max_nodes)
+    t0 = topo.tiers[0]
+    t_nv = float(nvl.max()) / (t0.bandwidth * t0.deepep_efficiency)
+    if ep <= local:
+        counted = local * float(1.0 - (1.0 - 1.0 / ep) ** topk)
+        return counted / t_nv
+    t1 = topo.tiers[1]
+    t_rdma = float(rdma.max()) / (t1.bandwidth * t1.deepep_efficiency / t1.oversubscription)
+    counted = float(rdma[0] + _own_node_hit(share, topk, local, max_nodes))
+    return counted / max(t_nv, t_rdma)
+
+
+def _own_node_hit(share: np.ndarray, topk: int, local: int, max_nodes: int | None) -> float:
+    nodes = share.size // local
+    hit_n = 1.0 - (1.0 - share.reshape(nodes, local).sum(axis=1)) ** topk
+    if max_nodes is not None and hit_n.sum() > max_nodes:
+        hit_n = hit_n * max_nodes / hit_n.sum()
+    return float(hit_n[0])

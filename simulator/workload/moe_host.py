@@ -14,10 +14,12 @@ call ``.cpu()`` / ``.tolist()`` on ``tokens_per_expert``; DeepEP's normal
 counts: no sync. A capacity factor (token dropping) fixes the shapes: no sync.
 
 A forward MoE layer is two segments around the sync, ``A`` = attention, router,
-dispatch preprocessing and ``B`` = dispatch, experts, combine; each takes
-``max(gpu, host)``: the host cannot start ``B`` before the sync, and the GPU cannot
-run ``B`` faster than it is issued. Without a sync the whole layer takes
-``max(gpu, host)``. CUDA graphs (``training.cuda_graph_impl`` with
+dispatch preprocessing and ``B`` = dispatch, experts, combine. After the sync of
+layer ``i`` the host issues ``B_i`` and then ``A_{i+1}`` (no sync in between, so
+``A_{i+1}`` is issued while the GPU still runs ``B_i``) and waits at the next sync.
+The GPU finishes ``B_i`` at ``max(g_B, h_B)`` and ``A_{i+1}`` no earlier than it was
+issued, so one layer's period is ``max(g_A + g_B, g_A + h_B, h_A + h_B)``.
+Without a sync the whole layer takes ``max(gpu, host)``. CUDA graphs (``training.cuda_graph_impl`` with
 ``cuda_graph_scope``) replace a graphed part's launches by one graph launch
 (Megatron-Core ``--cuda-graph-scope attn moe_router moe_preprocess``).
 
@@ -96,7 +98,7 @@ def forward_cost(gpu_a: float, gpu_b: float, host_a: float, host_b: float, synce
                  ) -> HostCost:
     """Forward layer: segments A and B around the sync (module docs)."""
     gpu, host = gpu_a + gpu_b, host_a + host_b
-    dur = max(gpu_a, host_a) + max(gpu_b, host_b) if synced else max(gpu, host)
+    dur = max(gpu, gpu_a + host_b, host) if synced else max(gpu, host)
     return HostCost(duration=dur, gpu=gpu, host=host, stall=dur - gpu)
 
 
