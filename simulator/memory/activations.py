@@ -46,6 +46,7 @@ from __future__ import annotations
 from ..config.workload import Workload
 from ..errors import ConfigError
 from ..moe.router import is_moe_layer as moe_rule
+from ..workload.mla import qk_dim
 
 BYTES_16 = 2.0  # bf16 / fp16 element
 BYTES_FP32 = 4.0
@@ -116,6 +117,13 @@ def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
     replicated = (8.0 + masks) * s * b * h / sp_div
     qd, kvd = m.num_attention_heads * m.head_dim, m.groups * m.head_dim
     attention = BYTES_16 * s * b * (qd + 2 * kvd + qd) / t
+    if m.multi_latent_attention:
+        # MLA (workload/mla.py): Q and K of a*(qk+rope), V and the output-projection
+        # input of a*v per token, TP-sharded; the q / kv latents (normed inputs of the
+        # up projections) replicated over TP.
+        a, v = m.num_attention_heads, m.v_head_dim or 0
+        latents = (m.q_lora_rank or 0) + (m.kv_lora_rank or 0) + (m.qk_pos_emb_head_dim or 0)
+        attention = BYTES_16 * s * b * ((2 * a * qk_dim(m) + 2 * a * v) / t + latents)
     scores = 0.0
     if not tr.use_flash_attn and mode != "selective":
         # softmax output (2) + dropout mask (1) + dropout output (2); softmax only

@@ -44,22 +44,23 @@ class Dispatcher:
         # GPUs of one EP group that share a scale-up (NVLink) domain.
         self.local = max(1, min(ep, place.local))
 
-    def times(self, loads: RouterLoads, dispatch_bytes: float, combine_bytes: float
+    def times(self, loads: RouterLoads, dispatch_elem: float, combine_elem: float
               ) -> tuple[float, float]:
-        """(dispatch, combine) seconds; ``*_bytes`` per element (1 = FP8, 2 = bf16)."""
+        """(dispatch, combine) seconds; bytes per element 1 = FP8, 2 = bf16. The volume is
+        computed once for both (combine mirrors dispatch: per-rank send and receive
+        swap, and the busiest rank's larger direction sets the time either way)."""
         if self.ep <= 1:
             return 0.0, 0.0
         if self.kind == "allgather":
-            return self._allgather(dispatch_bytes), self._reduce_scatter(combine_bytes)
+            return self._allgather(dispatch_elem), self._reduce_scatter(combine_elem)
         if self.kind == "flex":
-            send, recv, inter = self._hier(loads)
-            return (self._deepep(send, recv, inter, dispatch_bytes),
-                    self._deepep(send, recv, inter, combine_bytes))
+            nvl, rdma = self._hier(loads)
+            return self._deepep(nvl, rdma, dispatch_elem), self._deepep(nvl, rdma, combine_elem)
         send, recv = alltoall_bytes(loads, self.ep, self.tokens, float(self.h))
-        return (alltoall_time_uneven(send * dispatch_bytes, recv * dispatch_bytes,
-                                     self.place, self.topo),
-                alltoall_time_uneven(recv * combine_bytes, send * combine_bytes,
-                                     self.place, self.topo))
+        return (alltoall_time_uneven(send * dispatch_elem, recv * dispatch_elem, self.place,
+                                     self.topo),
+                alltoall_time_uneven(recv * combine_elem, send * combine_elem, self.place,
+                                     self.topo))
 
     def _allgather(self, elem: float) -> float:
         return collective_time("all_gather", self.ep * self.tokens * self.h * elem,
@@ -69,26 +70,23 @@ class Dispatcher:
         return collective_time("reduce_scatter", self.ep * self.tokens * self.h * elem,
                                self.place, self.topo)
 
-    def _hier(self, loads: RouterLoads) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per-rank (NVLink send, NVLink recv, inter-node send) elements of one dispatch."""
+    def _hier(self, loads: RouterLoads) -> tuple[float, float]:
+        """Busiest rank's (NVLink, inter-node) elements of one DeepEP dispatch."""
         share, kept = _rank_shares(loads, self.ep)
         nvl, rdma = deepep_tokens(share, loads.topk, self.local, self.max_nodes)
         scale = self.tokens * kept * self.h
-        return nvl * scale, nvl * scale, rdma * scale
+        return float(nvl.max()) * scale, float(rdma.max()) * scale
 
-    def _deepep(self, nv_send: np.ndarray, nv_recv: np.ndarray, inter: np.ndarray,
-                elem: float) -> float:
+    def _deepep(self, nvl: float, rdma: float, elem: float) -> float:
         """Seconds of one DeepEP normal-kernel exchange: NVLink and RDMA concurrently
         (the NVLink volume includes the forwarding of received RDMA tokens)."""
-        t0 = self.topo.tiers[0]
-        nvlink = t0.bandwidth * t0.deepep_efficiency
-        busiest_nv = float(max(nv_send.max(), nv_recv.max())) * elem
-        t = busiest_nv / nvlink
-        if inter.max() > 0 and len(self.topo.tiers) > 1:
-            span = self.topo.tiers[1:self.place.span + 1] or self.topo.tiers[1:2]
-            rdma = min(x.bandwidth * x.deepep_efficiency / x.oversubscription for x in span)
-            t = max(t, float(inter.max()) * elem / rdma)
-        return t + self.topo.tiers[min(self.place.span, len(self.topo.tiers) - 1)].latency_s
+        tiers = self.topo.tiers
+        t = nvl * elem / (tiers[0].bandwidth * tiers[0].deepep_efficiency)
+        if rdma > 0 and len(tiers) > 1:
+            span = tiers[1:self.place.span + 1] or tiers[1:2]
+            bw = min(x.bandwidth * x.deepep_efficiency / x.oversubscription for x in span)
+            t = max(t, rdma * elem / bw)
+        return t + tiers[min(self.place.span, len(tiers) - 1)].latency_s
 
 
 def deepep_tokens(share: np.ndarray, topk: int, local: int, max_nodes: int | None

@@ -160,7 +160,7 @@ class MoECost:
     def _costs(self, loads: RouterLoads, experts: float) -> tuple[MoEPart, MoEPart]:
         gpu = self.topo.gpu
         d_f, c_f = self.dispatcher.times(loads, 1.0 if self.fp8 else 2.0, 2.0)
-        d_b, c_b = self.dispatcher.times(loads, 2.0, 2.0)
+        d_b = c_b = c_f  # backward: both exchanges carry bf16 gradients
         router, permute = self._local()
         comp_f = experts + router + permute
         comp_b = BACKWARD_FACTOR * comp_f
