@@ -3,6 +3,7 @@
     python benchmarks/bench_sweep.py                 # everything, all cores
     python benchmarks/bench_sweep.py --no-search     # skip the 70B plan search
     python benchmarks/bench_sweep.py --profile       # + where one dense config's time goes
+    python benchmarks/bench_sweep.py --write         # + its section of the startup report
 
 Workloads:
 
@@ -11,7 +12,10 @@ Workloads:
   = 54 configurations (``num_gpus`` fixes DP = 1024 / (TP*PP));
 * MoE: Mixtral 8x7B on 256 GPUs of dgx-h100, TP {1,2} x EP {4,8} x PP {1,2,4}
   = 12 configurations;
-* search: ``clustersim search llama3-70b --gpus 1024`` (about 10^4 plans).
+* search: ``clustersim search llama3-70b --gpus 1024`` (about 10^4 plans);
+* GPU count: one fixed plan shape (Llama 3 8B, TP4 PP2, MBS 1, 16 micro-batches per
+  replica) on 8 to 131,072 GPUs (only DP and the global batch grow), CPU time per
+  plan through the sweep path (resolve, simulate, JSON outcome), median of repeats.
 
 "Per worker" divides the wall-clock rate by the worker processes; "per
 CPU-second" divides the configurations by the CPU time this process and its
@@ -25,14 +29,26 @@ import argparse
 import os
 import platform
 import resource
+import statistics
+import sys
 import time
+from pathlib import Path
 
 from simulator.engine import run_engine
 from simulator.hardware import Topology
 from simulator.memory import estimate_memory
 from simulator.metrics import summarize
 from simulator.sweep import search, sweep
+from simulator.sweep.resolve import Documents, resolve_point
+from simulator.sweep.spec import Point
+from simulator.sweep.tasks import simulate_task
 from simulator.workload.plan import build_plan
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report_section import write_section
+
+OUT = Path(__file__).resolve().parents[1] / "reports" / "benchmarks_startup.md"
+GPU_COUNTS = (8, 64, 1024, 16384, 131072)
 
 DENSE = dict(workload="llama3-70b", topology="dgx-h100",
              axes={"parallelism.tensor": [2, 4, 8], "parallelism.pipeline": [4, 8, 16],
@@ -103,40 +119,77 @@ def _profile_dense() -> list[str]:
     return rows
 
 
+def _scaling(repeats: int) -> list[str]:
+    """CPU seconds per plan through the sweep path, at one plan shape, by GPU count."""
+    docs, rows, per = Documents(), [], {}
+    for gpus in GPU_COUNTS:
+        dp = gpus // 8
+        point = Point(0, "llama3-8b", "dgx-h100",
+                      overrides={"parallelism.tensor": 4, "parallelism.pipeline": 2,
+                                 "parallelism.data": dp, "training.micro_batch_size": 1,
+                                 "training.global_batch_size": 16 * dp},
+                      topology_overrides={"tiers.2.size": max(GPU_COUNTS)})
+        times = []
+        for _ in range(repeats + 1):  # the first is a warm-up
+            t0 = time.process_time()
+            r = resolve_point(point, docs)
+            simulate_task((r.workload, r.topology))
+            times.append(time.process_time() - t0)
+        if not r.valid:
+            raise SystemExit(f"{gpus} GPUs: {r.reason}")
+        per[gpus] = statistics.median(times[1:])
+    for gpus, t in per.items():
+        rows.append(f"| {gpus:,} | {t * 1e3:.1f} ms | {t / per[GPU_COUNTS[0]]:.2f} |")
+    spread = max(per.values()) / min(per.values())
+    rows.append(f"\nMax / min over GPU counts: {spread:.2f} (target: within 1.2).")
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--no-moe", action="store_true")
     ap.add_argument("--no-search", action="store_true")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--repeats", type=int, default=5, help="repeats per GPU count")
+    ap.add_argument("--write", action="store_true",
+                    help="also write its section of reports/benchmarks_startup.md")
     args = ap.parse_args()
-    print(f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}; load average "
-          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at start\n")
-    print("| sweep | executor | workers | configurations | wall | configs/s | per worker "
-          "| per CPU-second |")
-    print("|---|---|---|---|---|---|---|---|")
-    for row in _rates("dense 70B, 1,024 GPUs", DENSE, args.workers):
-        print(row)
+    lines: list[str] = []
+    say = lines.append
+    say(f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}; load average "
+        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at start\n")
+    say("| sweep | executor | workers | configurations | wall | configs/s | per worker "
+        "| per CPU-second |")
+    say("|---|---|---|---|---|---|---|---|")
+    lines += _rates("dense 70B, 1,024 GPUs", DENSE, args.workers)
     if not args.no_moe:
-        for row in _rates("Mixtral 8x7B, 256 GPUs", MOE, args.workers):
-            print(row)
+        lines += _rates("Mixtral 8x7B, 256 GPUs", MOE, args.workers)
     if args.profile:
-        print("\n| dense: stage | time | share |\n|---|---|---|")
-        for row in _profile_dense():
-            print(row)
+        say("\n| dense: stage | time | share |\n|---|---|---|")
+        lines += _profile_dense()
+    say("\n| GPUs (Llama 3 8B, TP4 PP2, 16 micro-batches) | CPU per plan | / 8 GPUs |")
+    say("|---|---|---|")
+    lines += _scaling(args.repeats)
     if not args.no_search:
         start = time.perf_counter()
         res = search("llama3-70b", "dgx-h100", 1024, 10, workers=args.workers,
                      overrides={"training.global_batch_size": 1024})
         elapsed = time.perf_counter() - start
         c = res.counts
-        print(f"\nsearch llama3-70b on 1,024 GPUs: {c['plans']} plans, {c['invalid']} invalid, "
-              f"{c['over_memory']} over memory, {c['recompute_dominated']} recompute-dominated, "
-              f"{c['pruned_by_bound']} pruned by bound, {c['simulated']} simulated, "
-              f"{elapsed:.0f} s wall on {args.workers} workers; best "
-              f"{res.plans.plan[0]} ({res.plans.recompute[0]}), "
-              f"{res.plans.tokens_per_s[0]:.4g} tokens/s")
+        say(f"\nsearch llama3-70b on 1,024 GPUs: {c['plans']} plans, {c['invalid']} invalid, "
+            f"{c['over_memory']} over memory, {c['recompute_dominated']} recompute-dominated, "
+            f"{c['pruned_by_bound']} pruned by bound, {c['simulated']} simulated, "
+            f"{elapsed:.1f} s wall on {args.workers} workers; best "
+            f"{res.plans.plan[0]} ({res.plans.recompute[0]}), "
+            f"{res.plans.tokens_per_s[0]:.4g} tokens/s")
+    text = "\n".join(lines)
+    print(text)
+    if args.write:
+        write_section(OUT, "bench_sweep", "## Sweep and search throughput (issue 16)\n\n"
+                      "Reproduce with `python benchmarks/bench_sweep.py --profile --write` "
+                      "(writes this section).\n\n" + text)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,57 @@
-"""clustersim: a discrete-event performance simulator for distributed LLM training."""
+"""clustersim: a discrete-event performance simulator for distributed LLM training.
+
+``import simulator`` loads numpy, simpy, pydantic and pyyaml only, so that
+``clustersim run`` starts close to the cost of importing those four
+(``benchmarks/bench_startup.py``). The sweep machinery behind :func:`sweep`
+and :func:`search` (process pools, a SQLite store, and pandas for the tables
+they return) loads on their first use; matplotlib loads with the first figure;
+the extras dask and pyarrow load only when asked for (:mod:`simulator.optional`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import Any
+
+__version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
 
 from .api import plan, simulate
 from .errors import ConfigError
 from .metrics import Result
-from .sweep import search, sweep
 
-__all__ = ["ConfigError", "Result", "plan", "search", "simulate", "sweep"]
-__version__ = "0.1.0"
+__all__ = ["ConfigError", "Result", "__version__", "plan", "search", "simulate", "sweep"]
+
+# Public functions defined in the ``simulator.sweep`` subpackage, loaded on first access.
+_LAZY = {"sweep": "simulator.sweep", "search": "simulator.sweep"}
+
+
+class _Package(types.ModuleType):
+    """This package's module type: ``simulator.sweep`` and ``simulator.search`` are the
+    functions (as they always were), loaded on first access.
+
+    The subpackage ``simulator.sweep`` has the same name as the function it defines.
+    When any code imports the subpackage, the import system sets the attribute
+    ``simulator.sweep`` to the module; ``__setattr__`` keeps the function instead
+    (the subpackage stays reachable as ``sys.modules["simulator.sweep"]`` and by
+    ``from simulator.sweep import ...``), exactly as the eager import used to.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in _LAZY:
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        self.__dict__[name] = value
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType):
+            return  # the import system registering the subpackage: keep the function
+        super().__setattr__(name, value)
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *_LAZY})
+
+
+sys.modules[__name__].__class__ = _Package

@@ -8,8 +8,11 @@ directory); on Windows ``MoveFileEx`` with replace semantics. So:
 
 * an exception while writing removes the temporary file and leaves the
   target untouched (or absent, if it did not exist);
-* a crash or ``SIGKILL`` while writing leaves the target untouched; at worst a
-  stray ``.NAME.*.tmp.EXT`` file stays behind next to it;
+* a crash or ``SIGKILL`` while writing leaves the target untouched; a stray
+  ``.NAME.PID.*.tmp.EXT`` file stays behind next to it until the next write to
+  the same target, which removes every such temporary whose writing process
+  (``PID``) is gone, or that is older than a day (a writer on another host
+  sharing the folder);
 * a power loss after :func:`atomic_path` returns keeps the new content
   (the file and then its directory are fsync'ed).
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -55,6 +59,53 @@ def _fsync(path: str | Path, directory: bool = False) -> None:
         os.close(fd)
 
 
+STALE_AFTER_S = 86_400.0  # a temporary this old is stale whatever its PID says
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (signal 0 checks without sending)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, OverflowError):  # exists, owned by someone else
+        return True
+    return True
+
+
+def clean_stale_temporaries(target: Path) -> list[Path]:
+    """Remove temporaries of ``target`` left by killed writers; returns what was removed.
+
+    A temporary is ``.NAME.PID.RANDOM.tmpSUFFIX`` in the target's folder; it is
+    stale when process PID no longer exists, or it is older than STALE_AFTER_S.
+    A live writer's temporary is left alone, so two writers never race.
+    """
+    removed: list[Path] = []
+    head, tail = f".{target.name}.", f".tmp{target.suffix}"
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        name = entry.name
+        if not (name.startswith(head) and name.endswith(tail)):
+            continue
+        pid_text = name[len(head):-len(tail)].split(".", 1)[0]
+        try:
+            old = now - entry.stat(follow_symlinks=False).st_mtime > STALE_AFTER_S
+        except OSError:
+            continue
+        dead = pid_text.isdigit() and not _alive(int(pid_text))
+        if dead or old:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+    return removed
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success move it over ``path``.
@@ -64,11 +115,16 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     the block removes the temporary file and propagates unchanged.
     """
     target = Path(path)
-    if target.is_dir():
-        raise ConfigError("output", str(target), "is a directory; give a file name")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=f".tmp{target.suffix}",
-                                   dir=target.parent)
+        is_dir = target.is_dir()
+    except (OSError, ValueError) as exc:  # a name too long or too deep, a NUL byte
+        raise ConfigError("output", str(target), f"is not a usable path: {exc}") from None
+    if is_dir:
+        raise ConfigError("output", str(target), "is a directory; give a file name")
+    clean_stale_temporaries(target)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.",
+                                   suffix=f".tmp{target.suffix}", dir=target.parent)
     except OSError as exc:
         raise ConfigError("output", str(target),
                           f"cannot be written: {exc.strerror} ({target.parent})") from None

@@ -12,17 +12,48 @@ extreme (0, negative, 1e300, 2**63, NaN, infinity), any field set to a value of
 the wrong type, a key deleted, or an unknown key added. About a third end
 as results and the rest as ConfigErrors; the test checks both sides are
 exercised. Derandomized, so CI sees the same 2,000 documents every run.
+
+Every valid result also has ``hfu <= 1`` (the FLOPs its kernels execute never
+exceed what the GPUs deliver), on fuzzed topologies and on every shipped one.
+
+Bad input arrives in more forms than documents (:mod:`tests.fuzz_inputs`):
+YAML text with control characters, impossible dates and bad tags, ``--set``
+strings, over-long and very deep paths, deeply nested dicts, out-of-range CLI
+options. Each must end in a ConfigError (one line, naming a field) or a result.
+
+``CLUSTERSIM_FUZZ_EXAMPLES=10000 python -m pytest tests/test_fuzz_simulate.py``
+runs 10,000 examples of each property (minutes); the default run keeps its
+present size.
 """
 
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 from typing import Any
 
+import pytest
+from fuzz_inputs import cli_argv, deep_dict, override_text, path_text, yaml_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulator import ConfigError, simulate
+from simulator.cli.main import main as cli_main
+from simulator.config import load_workload, parse_override
+
+BIG = os.environ.get("CLUSTERSIM_FUZZ_EXAMPLES")
+
+
+def examples(default: int) -> int:
+    """``default`` examples, or CLUSTERSIM_FUZZ_EXAMPLES when set (the long fuzz run)."""
+    return int(BIG) if BIG else default
+
+
+FUZZ = dict(deadline=None, derandomize=True, database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                   HealthCheck.filter_too_much,
+                                   HealthCheck.function_scoped_fixture])
 
 EVIL = st.one_of(
     st.sampled_from([0, -1, -8, 3, 7, 2**31, 2**63, 10**30, 1.5, -0.5, 1e-300, 1e300,
@@ -233,6 +264,8 @@ def check_invariants(r) -> None:
     assert sum(r.breakdown_s.values()) <= r.step_time_s * (1 + 1e-6) + 1e-12
     assert r.memory_per_gpu_GB > 0
     assert r.tokens_per_s > 0
+    assert 0.0 < r.hfu <= 1.0 + 1e-9, r.hfu
+    assert r.model_tflops_per_gpu_causal <= r.model_tflops_per_gpu * (1 + 1e-12)
 
 
 def simulate_or_config_error(w: dict, t: dict) -> str:
@@ -251,9 +284,7 @@ def simulate_or_config_error(w: dict, t: dict) -> str:
 def test_any_document_simulates_sanely_or_raises_config_error():
     outcomes = {"result": 0, "error": 0}
 
-    @settings(max_examples=2000, deadline=None, derandomize=True, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                     HealthCheck.filter_too_much])
+    @settings(max_examples=examples(2000), **FUZZ)
     @given(documents())
     def check(docs):
         outcomes[simulate_or_config_error(*docs)] += 1
@@ -261,3 +292,101 @@ def test_any_document_simulates_sanely_or_raises_config_error():
     check()
     # Both sides of the property must be exercised, or the fuzzer has degenerated.
     assert outcomes["result"] >= 400 and outcomes["error"] >= 400, outcomes
+
+
+@st.composite
+def valid_workload(draw) -> dict:
+    """A small valid workload with no mutation, for the shipped topologies."""
+    return draw(workload_doc(True))
+
+
+@pytest.mark.parametrize("topology", sorted(p.stem for p in
+                                            (Path(__file__).parents[1] / "topologies")
+                                            .glob("*.yaml")))
+def test_hfu_at_most_one_on_every_shipped_topology(topology):
+    seen = {"result": 0}
+
+    @settings(max_examples=examples(40), **FUZZ)
+    @given(valid_workload())
+    def check(w):
+        try:
+            r = simulate(w, topology)
+        except ConfigError:
+            return
+        check_invariants(r)
+        seen["result"] += 1
+
+    check()
+    assert seen["result"] >= 10, seen
+
+
+def _config_error_or_result(call) -> str:
+    try:
+        call()
+    except ConfigError as exc:
+        text = exc.message()
+        assert text and "\n" not in text and exc.field, text
+        return "error"
+    return "result"
+
+
+def test_yaml_text_loads_or_raises_config_error(tmp_path):
+    path = tmp_path / "w.yaml"
+    outcomes = {"result": 0, "error": 0}
+
+    @settings(max_examples=examples(300), **FUZZ)
+    @given(yaml_text())
+    def check(data):
+        path.write_bytes(data)
+        outcomes[_config_error_or_result(lambda: load_workload(path))] += 1
+
+    check()
+    assert outcomes["error"] >= 100, outcomes
+
+
+def test_override_strings_load_or_raise_config_error():
+    outcomes = {"result": 0, "error": 0}
+
+    @settings(max_examples=examples(300), **FUZZ)
+    @given(override_text())
+    def check(item):
+        outcomes[_config_error_or_result(
+            lambda: load_workload("tiny", dict([parse_override(item)])))] += 1
+
+    check()
+    assert min(outcomes.values()) >= 20, outcomes
+
+
+def test_odd_paths_raise_config_error():
+    @settings(max_examples=examples(100), **FUZZ)
+    @given(path_text())
+    def check(path):
+        assert _config_error_or_result(lambda: load_workload(path)) == "error"
+
+    check()
+
+
+def test_deeply_nested_dicts_raise_config_error():
+    @settings(max_examples=examples(30), **FUZZ)
+    @given(deep_dict())
+    def check(doc):
+        assert _config_error_or_result(lambda: simulate(doc, "dgx-h100")) == "error"
+
+    check()
+
+
+def test_cli_options_exit_0_or_2_with_one_line(capsys):
+    @settings(max_examples=examples(40), **FUZZ)
+    @given(cli_argv())
+    def check(argv):
+        capsys.readouterr()
+        try:
+            code = cli_main(argv)
+        except SystemExit as exc:  # argparse's own refusals (not a number at all)
+            code = exc.code
+        err = capsys.readouterr().err
+        assert code in (0, 2), (argv, code, err)
+        if code == 2:
+            assert err.count("\n") == 1 and err.startswith("clustersim: error:"), err
+
+    check()

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.engine import EngineInput, run_engine
+from simulator.errors import ConfigError
 from simulator.schedules import SCHEDULES, bubble_closed_form, build_schedule
 
 
@@ -44,18 +45,30 @@ def test_interleaving_divides_bubble_by_v(p, m, v):
 @given(p=st.integers(1, 6), m=st.integers(1, 12), v=st.integers(1, 3),
        name=st.sampled_from(sorted(SCHEDULES)))
 def test_schedule_lists_every_phase_once_forward_first(p, m, v, name):
-    if name != "interleaved":
-        v = 1
-    elif v < 2 or m % p:
+    sched = SCHEDULES[name]
+    try:
+        sched.check(p, m, v)
+    except ConfigError:
         return
+    chunks = sched.chunks(v)
     for steps in build_schedule(name, p, m, v):
-        assert sorted(steps) == sorted({(ph, i, c) for ph in "FB" for i in range(m)
-                                        for c in range(v)})
+        keys = [(s.phase, s.mb, s.chunk) for s in steps]
+        assert len(keys) == len(set(keys))
+        pairs = {(mb, c) for _, mb, c in keys}
+        if name in ("gpipe", "1f1b", "interleaved"):
+            assert sorted(keys) == sorted({(ph, i, c) for ph in "FB" for i in range(m)
+                                           for c in range(v)})
+        # every micro-batch passes every stage (DualPipe: on the chunk of its direction)
+        assert {mb for mb, _ in pairs} == set(range(m)) and {c for _, c in pairs} <= set(
+            range(chunks))
+        phases = {"F", "B", "W"} if sched.uses_w else {"F", "B"}
         seen = set()
         for s in steps:
-            if s.phase == "B":
-                assert ("F", s.mb, s.chunk) in seen
+            assert s.phase in phases
+            if s.phase in "BW":
+                assert ("F" if s.phase == "B" else "B", s.mb, s.chunk) in seen
             seen.add((s.phase, s.mb, s.chunk))
+        assert all(("F", mb, c) in seen and ("B", mb, c) in seen for mb, c in pairs)
 
 
 def test_one_f_one_b_in_flight_limit():

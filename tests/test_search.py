@@ -71,7 +71,8 @@ def test_search_top_matches_brute_force(tiny8):
 
 def test_memory_pruning_and_unfit_baseline_reported():
     res = search("llama3-8b", "dgx-h100", 16, top=3, executor="serial",
-                 topology_overrides={"gpu.hbm_GB": 30}, micro_batch_sizes=(1,),
+                 topology_overrides={"gpu.hbm_GB": 30, "gpu.hbm_usable_MiB": None},
+                 micro_batch_sizes=(1,),
                  max_context=2)
     assert len(res.plans) == 3 and (res.plans.memory_per_gpu_GB <= 30).all()
     assert res.counts["over_memory"] > 0 and res.counts["plans"] == _accounted(res.counts)

@@ -16,6 +16,7 @@ from ..collectives import ALGOS, OPS, algo_bandwidth, best_algorithm, bus_bandwi
 from ..config import load_topology
 from ..errors import ConfigError
 from ..hardware import Topology
+from .common import add_format_argument, emit, output_format
 
 NAME = "collective"
 HELP = "predict an NCCL collective's time and bus bandwidth over message sizes"
@@ -33,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--algo", default=None, help=f"force one of {', '.join(ALGOS)}")
     p.add_argument("--min-bytes", "-b", default="8", help="smallest size (e.g. 8, 1M)")
     p.add_argument("--max-bytes", "-e", default="8G", help="largest size (e.g. 8G)")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    add_format_argument(p, ("table", "json"))
 
 
 def parse_size(text: str, field: str) -> int:
@@ -94,10 +95,10 @@ def format_table(data: list[dict], title: str) -> str:
 def run(args: argparse.Namespace) -> int:
     topo = Topology.from_config(load_topology(args.topology))
     data = rows(args, topo)
-    if args.format == "json":
-        print(json.dumps({"topology": topo.name, "op": args.op, "ranks": args.ranks,
-                          "stride": args.stride, "rows": data}, indent=2))
+    if output_format(args) == "json":
+        emit(args, json.dumps({"topology": topo.name, "op": args.op, "ranks": args.ranks,
+                               "stride": args.stride, "rows": data}, indent=2) + "\n")
     else:
-        print(format_table(data, f"# {args.op} on {args.ranks} ranks (stride {args.stride}) "
-                                 f"of {topo.name}; bf16 elements"))
+        emit(args, format_table(data, f"# {args.op} on {args.ranks} ranks (stride "
+                                      f"{args.stride}) of {topo.name}; bf16 elements") + "\n")
     return 0

@@ -1,11 +1,21 @@
-"""Arguments shared by subcommands: workload, topology, --set overrides."""
+"""Arguments shared by subcommands: workload, topology, --set overrides, -o, typed numbers.
+
+Numeric options are range-checked by :func:`check_numbers` before anything
+runs, so a negative count, a negative seed or a non-finite float is a
+ConfigError naming the option: one line, exit status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import sys
+from pathlib import Path
 from typing import Any
 
 from ..config import parse_override
+from ..errors import ConfigError
+from ..io import atomic_write_text
 
 
 def add_config_arguments(p: argparse.ArgumentParser, workload: bool = True) -> None:
@@ -19,5 +29,63 @@ def add_config_arguments(p: argparse.ArgumentParser, workload: bool = True) -> N
                    help="override a topology field, e.g. tiers.1.bandwidth_GBps=100")
 
 
+def add_output_argument(p: argparse.ArgumentParser, required: bool = False,
+                        metavar: str = "PATH", what: str = "the result") -> None:
+    """``-o/--output PATH``: in every subcommand, the file the main result goes to.
+
+    Always written atomically through :mod:`simulator.io`; without it the result
+    goes to stdout (or, for figures and traces, ``-o`` is required).
+    """
+    p.add_argument("-o", "--output", metavar=metavar, required=required,
+                   help=f"write {what} to {metavar} (atomically: a reader never sees half "
+                        "a file)")
+
+
 def overrides(items: list[str]) -> dict[str, Any]:
     return dict(parse_override(i) for i in items)
+
+
+def check_numbers(args: argparse.Namespace, **limits: str) -> None:
+    """Refuse out-of-range numeric options with a ConfigError naming the option.
+
+    ``limits`` maps an attribute of ``args`` to ``"positive"`` (finite, > 0) or
+    ``"nonnegative"`` (finite, >= 0); ``None`` (option not given) passes.
+    Checked after parsing, so the error goes through the one ConfigError path
+    (one line, exit 2) like every other bad input.
+    """
+    for attr, rule in limits.items():
+        value = getattr(args, attr)
+        if value is None:
+            continue
+        ok = math.isfinite(value) and (value > 0 if rule == "positive" else value >= 0)
+        if not ok:
+            option = "--" + attr.replace("_", "-")
+            raise ConfigError(option, value, "must be a finite number "
+                              + ("> 0" if rule == "positive" else ">= 0"))
+
+
+def add_format_argument(p: argparse.ArgumentParser, choices: tuple[str, ...],
+                        default: str = "table") -> None:
+    """``--format`` and ``-o/--output``: the format defaults to ``-o``'s extension when it
+    names one of ``choices`` (``-o r.json``), else to ``default``."""
+    p.add_argument("--format", choices=choices, default=None,
+                   help=f"output format (default: from -o's extension, else {default})")
+    add_output_argument(p)
+    p.set_defaults(_formats=choices, _format_default=default)
+
+
+def output_format(args: argparse.Namespace) -> str:
+    """The format asked for, else the one ``-o``'s extension names, else the default."""
+    if args.format:
+        return args.format
+    ext = Path(args.output).suffix.lstrip(".").lower() if args.output else ""
+    return ext if ext in args._formats else args._format_default
+
+
+def emit(args: argparse.Namespace, text: str) -> None:
+    """The command's output: to ``-o PATH`` atomically if given, else to stdout."""
+    if args.output:
+        atomic_write_text(args.output, text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)

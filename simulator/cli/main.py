@@ -1,10 +1,17 @@
 """``clustersim`` entry point: dispatch to subcommands, turn ConfigError into exit 2.
 
 Each subcommand lives in its own module exposing ``NAME``, ``HELP``,
-``add_arguments(parser)`` and ``run(args) -> int``; register it in
-``COMMANDS``. User mistakes raise :class:`simulator.errors.ConfigError` and
-are printed as one line on stderr with exit status 2; anything else is a bug
-and keeps its traceback.
+``add_arguments(parser)`` and ``run(args) -> int``; register it with one line
+in ``COMMANDS`` (name -> module, help). Only the chosen command's module is
+imported, so ``clustersim run`` never pays for matplotlib or pandas, which
+other commands need; ``clustersim --help`` lists every command from the table
+alone. (``tests/test_cli_startup.py`` checks the table's help matches each
+module's ``HELP``.)
+
+Bare ``clustersim`` prints the usage and the command list and exits 2, like
+any other incomplete command line. User mistakes raise
+:class:`simulator.errors.ConfigError` and are printed as one line on stderr
+with exit status 2; anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -13,19 +20,33 @@ import argparse
 import importlib
 import sys
 
+from .. import __version__
 from ..errors import ConfigError
 
-COMMANDS = [
-    "simulator.cli.run",
-    "simulator.cli.collective",
-    "simulator.cli.moe_balance",
-    "simulator.cli.memory",
-    "simulator.cli.validate",
-    "simulator.cli.sweep",
-    "simulator.cli.search",
-    "simulator.cli.plot",
-    "simulator.cli.trace",
-]
+# name -> (module, one-line help). Keep the help equal to the module's HELP.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("simulator.cli.run", "simulate one training step of WORKLOAD on a topology"),
+    "collective": ("simulator.cli.collective",
+                   "predict an NCCL collective's time and bus bandwidth over message sizes"),
+    "moe-balance": ("simulator.cli.moe_balance",
+                    "simulate MoE router load balancing (none / aux loss / aux-free bias) "
+                    "over steps"),
+    "memory": ("simulator.cli.memory", "Per-GPU memory of each pipeline stage (parameters, "
+               "grads, optimizer, activations)."),
+    "validate": ("simulator.cli.validate", "compare predictions with published measurements "
+                 "and write reports/validation.md"),
+    "sweep": ("simulator.cli.sweep", "simulate every configuration of a sweep YAML (axes over "
+              "any field) into CSV/Parquet"),
+    "search": ("simulator.cli.search",
+               "rank every parallel plan of WORKLOAD on N GPUs by simulated throughput"),
+    "plot": ("simulator.cli.plot", "plot step-time breakdowns, pipeline timelines, memory, "
+             "scaling or expert load"),
+    "trace": ("simulator.cli.trace",
+              "write a Chrome/Perfetto trace (JSON) of one simulated step of WORKLOAD"),
+    "workload": ("simulator.cli.workload",
+                 "write a workload YAML from a Hugging Face config.json and a parallel plan"),
+    "list": ("simulator.cli.listing", "list the shipped workloads, topologies and sweeps"),
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,22 +54,42 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"clustersim: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def chosen_command(argv: list[str]) -> str | None:
+    """The subcommand named on the command line: the first word that is not an option.
+
+    The top-level parser has only flag options (``-h``, ``--version``), none taking a
+    value, so the first non-option word is the command.
+    """
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s module is imported (all of them when ``None``)."""
     parser = _Parser(prog="clustersim",
                      description="Discrete-event performance simulator for LLM training "
-                                 "clusters.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in COMMANDS:
-        mod = importlib.import_module(name)
-        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
-        mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+                                 "clusters.",
+                     epilog="`clustersim COMMAND --help` explains a command.")
+    parser.add_argument("--version", action="version", version=f"clustersim {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (module, help_) in COMMANDS.items():
+        if command is None or name == command:
+            mod = importlib.import_module(module)
+            p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+            mod.add_arguments(p)
+            p.set_defaults(_run=mod.run)
+        else:  # listed in --help; its module loads only when it is the one chosen
+            sub.add_parser(name, help=help_)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = chosen_command(argv)
+    parser = build_parser(command if command in COMMANDS else "")
     args = parser.parse_args(argv)
+    if args.command is None:  # bare `clustersim`: usage and the command list, exit 2
+        parser.print_help(sys.stderr)
+        return 2
     try:
         return int(args._run(args) or 0)
     except ConfigError as exc:

@@ -10,47 +10,65 @@ import argparse
 import json
 
 from ..config import Workload, load_topology, load_workload
-from ..errors import ConfigError
 from ..hardware import Topology
 from ..memory import COMPONENTS, MemoryReport, estimate_memory
-from .common import add_config_arguments, overrides
+from .common import (
+    add_config_arguments,
+    add_format_argument,
+    check_numbers,
+    emit,
+    output_format,
+    overrides,
+)
 
 NAME = "memory"
 HELP = "Per-GPU memory of each pipeline stage (parameters, grads, optimizer, activations)."
 
-_SHORT = {"parameters": "params", "gradients": "grads", "optimizer": "optim",
-          "activations": "activ", "comm_buffers": "comm", "framework": "frmwk"}
+_SHORT = {"parameters": "params", "fp8_weight_copies": "fp8cpy", "gradients": "grads",
+          "optimizer": "optim", "activations": "activ", "comm_buffers": "comm",
+          "framework": "frmwk"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p)
-    p.add_argument("--format", choices=("table", "json"), default="table",
-                   help="output format (default: table)")
+    add_format_argument(p, ("table", "json"))
     p.add_argument("--expert-load-factor", type=float, default=1.0, metavar="X",
                    help="MoE: routed tokens on the busiest EP rank over the uniform share "
                         "(default 1.0)")
 
 
 def run(args: argparse.Namespace) -> int:
+    check_numbers(args, expert_load_factor="positive")
     w = load_workload(args.workload, overrides(args.set))
     topo = Topology.from_config(load_topology(args.topology, overrides(args.set_topology)))
-    if not args.expert_load_factor > 0:
-        raise ConfigError("--expert-load-factor", args.expert_load_factor, "must be > 0")
     report = estimate_memory(w, topo, expert_load_factor=args.expert_load_factor)
-    if args.format == "json":
-        print(json.dumps(to_dict(report, w.model.name, topo), indent=2))
+    if output_format(args) == "json":
+        emit(args, json.dumps(to_dict(report, w.model.name, topo), indent=2) + "\n")
     else:
-        print(_plan_line(w))
-        print(render_table(report, w.model.name, topo))
+        emit(args, _plan_line(w) + "\n" + render_table(report, w.model.name, topo) + "\n")
     return 0
 
 
 def _plan_line(w: Workload) -> str:
-    par = w.parallelism
+    par, tr = w.parallelism, w.training
     sched = par.pipeline_schedule + (f" (v={par.vp})" if par.vp > 1 else "")
     return (f"plan: TP{par.tensor} PP{par.pipeline} DP{par.data} CP{par.context} "
             f"EP{par.expert}, {sched}, {w.num_microbatches} micro-batches of "
-            f"{w.training.micro_batch_size}, recompute {w.training.recompute}")
+            f"{tr.micro_batch_size}, recompute {tr.recompute_plan.describe()}\n"
+            f"states: {_states_line(w)}")
+
+
+def _states_line(w: Workload) -> str:
+    """Precision of weights, grads and optimizer state, and offloading, in one line."""
+    tr = w.training
+    weights = "fp8 (fp8_param_gather)" if tr.fp8_param_gather else "16-bit"
+    optim = "/".join((tr.main_params_dtype, tr.exp_avg_dtype, tr.exp_avg_sq_dtype))
+    shard = "distributed" if tr.distributed_optimizer else "replicated"
+    text = (f"{tr.precision} compute, weights {weights}, grads "
+            f"{'fp32' if tr.grads_in_fp32 else 'bf16'}, optimizer {optim} ({shard})")
+    if tr.cpu_offloading:
+        text += f", {tr.cpu_offloading_num_layers} layers' activations offloaded to host"
+    return text
 
 
 def to_dict(report: MemoryReport, workload: str, topo: Topology) -> dict:
@@ -60,26 +78,31 @@ def to_dict(report: MemoryReport, workload: str, topo: Topology) -> dict:
         "topology": topo.name,
         "gpu": topo.gpu.name,
         "capacity_GB": report.capacity_bytes / 1e9,
+        "headroom_GB": report.headroom_bytes / 1e9,
+        "margin_GB": report.margin_bytes / 1e9,
         "fits": report.fits,
         "worst_stage": report.worst.stage,
         "memory_per_gpu_GB": report.memory_per_gpu_GB,
         "memory_breakdown_GB": report.memory_breakdown_GB,
         "explain": report.explain(),
         "stages": [{"stage": st.stage, **st.breakdown_GB(), "total": st.total / 1e9,
-                    "fits": st.total <= report.capacity_bytes} for st in report.stages],
+                    "offloaded_to_host": st.offloaded / 1e9, "fits": report.stage_fits(st)}
+                   for st in report.stages],
     }
 
 
 def render_table(report: MemoryReport, workload: str, topo: Topology) -> str:
     """Fixed-width table, one row per stage, GB per component, then the verdict."""
+    host = any(st.offloaded for st in report.stages)
     cols = ["stage", *(_SHORT[c] for c in COMPONENTS), "total", "fits"]
+    cols += ["host"] if host else []
     lines = [f"{workload} on {topo.name} ({topo.gpu.name}, "
              f"{report.capacity_bytes / 1e9:.4g} GB per GPU), memory in GB",
              "  ".join(f"{c:>7}" for c in cols)]
     for st in report.stages:
         cells = [f"{st.stage:>7d}"] + [f"{v:>7.2f}" for v in st.breakdown_GB().values()]
-        cells += [f"{st.total / 1e9:>7.2f}",
-                  f"{'yes' if st.total <= report.capacity_bytes else 'NO':>7}"]
+        cells += [f"{st.total / 1e9:>7.2f}", f"{'yes' if report.stage_fits(st) else 'NO':>7}"]
+        cells += [f"{st.offloaded / 1e9:>7.2f}"] if host else []
         lines.append("  ".join(cells))
     verdict = "FITS" if report.fits else "DOES NOT FIT"
     lines.append(f"{verdict}: {report.explain()}")

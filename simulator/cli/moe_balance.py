@@ -19,7 +19,7 @@ import pandas as pd
 from ..config import load_workload
 from ..errors import ConfigError
 from ..moe import simulate_balancing
-from .common import overrides
+from .common import add_format_argument, check_numbers, emit, output_format, overrides
 
 NAME = "moe-balance"
 HELP = "simulate MoE router load balancing (none / aux loss / aux-free bias) over steps"
@@ -37,10 +37,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="print every N-th step in the table (default steps/20)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a workload field, e.g. model.moe.router_skew=1 (repeatable)")
-    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    add_format_argument(p, ("table", "json", "csv"))
 
 
 def run(args: argparse.Namespace) -> int:
+    check_numbers(args, steps="positive", tokens="positive", gamma="positive",
+                  seed="nonnegative", every="positive")
     wl = load_workload(args.workload, overrides(args.set))
     moe = wl.model.moe
     if moe is None:
@@ -63,13 +65,14 @@ def run(args: argparse.Namespace) -> int:
             "num_experts": moe.num_experts, "router_topk": moe.router_topk, "ep": ep,
             "capacity_factor": moe.capacity_factor, "tokens_per_step": tokens,
             "steps": args.steps, "seed": seed, "gamma": args.gamma}
-    if args.format == "csv":
-        print(df.to_csv(index=False), end="")
-    elif args.format == "json":
-        print(json.dumps({**info, "initial": _floats(head), "final": _floats(tail),
-                          "rows": df.to_dict(orient="records")}, indent=2))
+    fmt = output_format(args)
+    if fmt == "csv":
+        emit(args, df.to_csv(index=False))
+    elif fmt == "json":
+        emit(args, json.dumps({**info, "initial": _floats(head), "final": _floats(tail),
+                               "rows": df.to_dict(orient="records")}, indent=2) + "\n")
     else:
-        _table(info, df, head, tail, args.every or max(1, args.steps // 20))
+        emit(args, _table(info, df, head, tail, args.every or max(1, args.steps // 20)))
     return 0
 
 
@@ -77,17 +80,18 @@ def _floats(s: pd.Series) -> dict[str, float]:
     return {k: round(float(v), 6) for k, v in s.items()}
 
 
-def _table(info: dict, df: pd.DataFrame, head: pd.Series, tail: pd.Series, every: int) -> None:
+def _table(info: dict, df: pd.DataFrame, head: pd.Series, tail: pd.Series, every: int) -> str:
     cf = info["capacity_factor"]
-    print(f"{info['workload']}: {info['num_experts']} experts top-{info['router_topk']}, "
+    out = [f"{info['workload']}: {info['num_experts']} experts top-{info['router_topk']}, "
           f"EP {info['ep']}, router {info['router_load']} (skew {info['router_skew']:g}), "
           f"balancing {info['balancing']}, capacity "
-          f"{'dropless' if cf is None else f'{cf:g}'}, {info['tokens_per_step']} tokens/step")
+          f"{'dropless' if cf is None else f'{cf:g}'}, {info['tokens_per_step']} tokens/step"]
     cols = {"max_over_mean": "expert max/mean", "rank_max_over_mean": "rank max/mean",
             "balance_loss": "balance loss", "dropped_fraction": "dropped"}
     shown = df[(df.step % every == 0) | (df.step == df.step.iloc[-1])]
-    print(f"{'step':>6}" + "".join(f"{cols[c]:>17}" for c in cols))
+    out.append(f"{'step':>6}" + "".join(f"{cols[c]:>17}" for c in cols))
     for _, row in shown.iterrows():
-        print(f"{int(row.step):>6}" + "".join(f"{row[c]:>17.3f}" for c in cols))
+        out.append(f"{int(row.step):>6}" + "".join(f"{row[c]:>17.3f}" for c in cols))
     for label, s in (("initial", head), ("final", tail)):
-        print(f"{label:>7}: " + ", ".join(f"{cols[c]} {s[c]:.3f}" for c in cols))
+        out.append(f"{label:>7}: " + ", ".join(f"{cols[c]} {s[c]:.3f}" for c in cols))
+    return "\n".join(out) + "\n"

@@ -51,7 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         _output(k)
     kinds.choices["expert-load"].add_argument("--layer", type=int, default=None,
                                               help="MoE layer (default: the first)")
-    kinds.choices["expert-load"].add_argument("--microbatch", type=int, default=0)
+    kinds.choices["expert-load"].add_argument("--microbatch", type=int, default=0,
+                                              help="micro-batch whose router draw to show "
+                                                   "(default 0)")
     s = kinds.add_parser("scaling", help="tokens/s and MFU against GPUs (or any column)")
     s.add_argument("--csv", required=True, help="table with x, metric and label columns")
     s.add_argument("--x", default="num_gpus", help="x column (num_gpus)")

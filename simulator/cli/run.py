@@ -6,9 +6,8 @@ import argparse
 import sys
 
 from ..api import resolve, simulate_resolved
-from ..io import atomic_write_text
 from ..metrics import Result
-from .common import add_config_arguments, overrides
+from .common import add_config_arguments, add_format_argument, emit, output_format, overrides
 
 NAME = "run"
 HELP = "simulate one training step of WORKLOAD on a topology"
@@ -16,9 +15,7 @@ HELP = "simulate one training step of WORKLOAD on a topology"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p)
-    p.add_argument("--format", choices=["table", "json"], default="table")
-    p.add_argument("-o", "--output", metavar="PATH",
-                   help="also write the result as JSON to PATH (atomically)")
+    add_format_argument(p, ("table", "json"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,15 +24,11 @@ def run(args: argparse.Namespace) -> int:
     result, _, _ = simulate_resolved(w, t)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
-    if not result.fits_in_memory and args.format == "table":
+    fmt = output_format(args)
+    if not result.fits_in_memory and fmt == "table":
         print("warning: the plan does not fit in GPU memory; its timing assumes it did "
               "(see `clustersim memory`)", file=sys.stderr)
-    if args.output:
-        atomic_write_text(args.output, result.to_json() + "\n")
-    if args.format == "json":
-        sys.stdout.write(result.to_json() + "\n")
-    else:
-        sys.stdout.write(format_table(result))
+    emit(args, result.to_json() + "\n" if fmt == "json" else format_table(result))
     return 0
 
 
@@ -55,7 +48,9 @@ def format_table(r: Result) -> str:
         f"  step time          {r.step_time_s:10.3f} s",
         f"  throughput         {r.tokens_per_s:10.4g} tokens/s",
         f"  model TFLOP/s/GPU  {r.model_tflops_per_gpu:10.1f}",
+        f"  causal TFLOP/s/GPU {r.model_tflops_per_gpu_causal:10.1f}",
         f"  MFU                {r.mfu * 100:10.1f} %",
+        f"  HFU                {r.hfu * 100:10.1f} %  (FLOPs executed, recompute included)",
         f"  bubble             {r.bubble_fraction * 100:10.1f} %",
         f"  memory per GPU     {r.memory_per_gpu_GB:10.1f} GB "
         f"({'fits' if r.fits_in_memory else 'DOES NOT FIT'})",

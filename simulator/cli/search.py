@@ -11,11 +11,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+
+import pandas as pd
 
 from ..errors import ConfigError
 from ..sweep import SearchResult, search
-from .common import add_config_arguments, overrides
+from .common import (
+    add_config_arguments,
+    add_format_argument,
+    check_numbers,
+    emit,
+    output_format,
+    overrides,
+)
 from .sweep import add_executor_arguments
 
 NAME = "search"
@@ -24,9 +32,10 @@ HELP = "rank every parallel plan of WORKLOAD on N GPUs by simulated throughput"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p)
-    p.add_argument("--gpus", type=int, required=True, metavar="N", help="number of GPUs")
+    p.add_argument("--gpus", required=True, metavar="N[,N...]",
+                   help="number of GPUs; several, comma-separated, search each in turn")
     p.add_argument("--top", type=int, default=10, help="plans to show (default 10)")
-    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    add_format_argument(p, ("table", "json", "csv"))
     p.add_argument("--micro-batch-sizes", default="1,2,4,8", metavar="LIST",
                    help="micro-batch sizes to try, comma-separated (default 1,2,4,8)")
     p.add_argument("--max-context", type=int, default=16, metavar="CP",
@@ -36,29 +45,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_executor_arguments(p)
 
 
-def _sizes(text: str) -> tuple[int, ...]:
+def _sizes(text: str, option: str = "--micro-batch-sizes") -> tuple[int, ...]:
     try:
         sizes = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         sizes = ()
     if not sizes or min(sizes) < 1:
-        raise ConfigError("--micro-batch-sizes", text, "expected positive integers, e.g. 1,2,4")
+        raise ConfigError(option, text, "expected positive integers, e.g. 1,2,4")
     return sizes
 
 
 def run(args: argparse.Namespace) -> int:
-    result = search(args.workload, args.topology, args.gpus, args.top,
+    check_numbers(args, top="positive", max_context="positive", max_simulations="positive",
+                  workers="positive")
+    results = search(args.workload, args.topology, list(_sizes(args.gpus, "--gpus")), args.top,
                     executor=args.executor, scheduler=args.scheduler, workers=args.workers,
                     store=args.store, overrides=overrides(args.set),
                     topology_overrides=overrides(args.set_topology),
                     micro_batch_sizes=_sizes(args.micro_batch_sizes),
                     max_context=args.max_context, max_simulations=args.max_simulations)
-    if args.format == "json":
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
-    elif args.format == "csv":
-        result.plans.to_csv(sys.stdout, index=False)
+    fmt = output_format(args)
+    if fmt == "json":
+        docs = [r.to_dict() for r in results]
+        emit(args, json.dumps(docs[0] if len(docs) == 1 else docs, indent=2) + "\n")
+    elif fmt == "csv":
+        frames = [r.plans.assign(gpus=r.gpus) for r in results]
+        emit(args, pd.concat(frames, ignore_index=True).to_csv(index=False))
     else:
-        sys.stdout.write(format_table(result))
+        emit(args, "\n".join(format_table(r) for r in results))
     return 0
 
 
@@ -79,16 +93,16 @@ def format_table(r: SearchResult) -> str:
         lines.append("no plan fits in memory")
     else:
         lines.append(f"{'#':>3}  {'plan':<30} {'recompute':<9} {'tokens/s':>10} {'MFU':>6} "
-                     f"{'mem GB':>7} {'bubble':>7}  why")
+                     f"{'mem GB':>7} {'free GB':>7} {'bubble':>7}  why")
         for row in r.plans.to_dict("records"):
             lines.append(f"{row['rank']:>3}  {row['plan']:<30} {row['recompute']:<9} "
                          f"{row['tokens_per_s']:>10.4g} {row['mfu'] * 100:>5.1f}% "
-                         f"{row['memory_per_gpu_GB']:>7.1f} "
+                         f"{row['memory_per_gpu_GB']:>7.1f} {row['memory_margin_GB']:>7.1f} "
                          f"{row['bubble_fraction'] * 100:>6.1f}%  {row['why']}")
     lines += ["", "baselines:"]
     for b in r.baselines:
         head = f"  {b['name']:<8} {b['plan']:<26}"
-        if b["status"] == "ok":
+        if b["status"] in ("ok", "over_memory"):
             tail = f"{b['recompute']:<9} {b['tokens_per_s']:>10.4g} tokens/s"
             if "why_best_wins" in b:
                 tail += f"   #1: {b['why_best_wins']}"

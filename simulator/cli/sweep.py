@@ -13,8 +13,10 @@ import argparse
 import sys
 from collections import Counter
 
+from ..optional import require
 from ..sweep import load_sweep, run_sweep, write_csv, write_parquet
 from ..sweep.executors import KINDS
+from .common import check_numbers
 
 NAME = "sweep"
 HELP = "simulate every configuration of a sweep YAML (axes over any field) into CSV/Parquet"
@@ -34,13 +36,17 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("sweep", help="sweep YAML (see sweeps/llama3-70b-plans.yaml)")
-    p.add_argument("-o", "--output", metavar="CSV", help="write the table as CSV")
+    p.add_argument("sweep", help="sweep YAML path or shipped name (see `clustersim list`)")
+    p.add_argument("-o", "--output", metavar="PATH",
+                   help="write the table as CSV to PATH atomically (default: stdout)")
     p.add_argument("--parquet", metavar="PATH", help="write the table as Parquet")
     add_executor_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
+    check_numbers(args, workers="positive")
+    if args.parquet:  # fail before the sweep runs, not after
+        require("pyarrow", "--parquet")
     spec = load_sweep(args.sweep)
     frame = run_sweep(spec, executor=args.executor, scheduler=args.scheduler,
                       workers=args.workers, store=args.store)

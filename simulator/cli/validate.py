@@ -18,7 +18,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="only this category (repeatable); default: all")
     p.add_argument("--cases", default=str(DEFAULT_DIR), metavar="DIR",
                    help="folder of case YAML files (default: the repository's validation/)")
-    p.add_argument("--out", default="reports/validation.md", help="Markdown report path")
+    p.add_argument("-o", "--output", "--out", dest="out", default="reports/validation.md",
+                   metavar="PATH", help="write the Markdown report to PATH atomically "
+                                        "(default reports/validation.md)")
     p.add_argument("--figures", default=None, metavar="DIR",
                    help="folder for the PNG figures (default: figures/ beside --out)")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")

@@ -19,15 +19,24 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ConfigError
+from .files import read_text
+from .hf import expand_hf_config
 from .topology import TopologyConfig
 from .workload import Workload
 
 M = TypeVar("M", bound=BaseModel)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SEARCH_DIRS = {"topologies": "topologies", "workloads": "workloads"}
-ARG_NAMES = {"topologies": "topology", "workloads": "workload"}
+# Where installed copies of the shipped folders live: the wheel build (setup.py) copies
+# the top-level workloads/, topologies/ and sweeps/ to simulator/shipped/.
+INSTALLED_ROOT = Path(__file__).resolve().parents[1] / "shipped"
+SEARCH_DIRS = {"topologies": "topologies", "workloads": "workloads", "sweeps": "sweeps"}
+ARG_NAMES = {"topologies": "topology", "workloads": "workload", "sweeps": "sweep"}
 MAX_VALUES = 100_000  # values in a document once YAML aliases are expanded
+# What PyYAML's constructors raise for a well-formed but meaningless scalar: not YAMLError
+# but ValueError (2024-02-30), TypeError / OverflowError, KeyError (!!bool maybe).
+CONSTRUCT_ERRORS = (ValueError, TypeError, LookupError, OverflowError, AttributeError)
+MAX_DEPTH = 64  # nesting of a document given as a Python dict (YAML is checked by the parser)
 SECTIONS = {Workload: ("workload", {"gpu", "tiers"}, "topology"),
             TopologyConfig: ("topology", {"model", "parallelism", "training"}, "workload")}
 
@@ -69,6 +78,28 @@ def _walk_nodes(node: yaml.Node, name: str, prefix: str, lines: dict[str, int],
         _walk_nodes(child, name, prefix if path == "<<" else path, lines, seen)
 
 
+def _bad_scalar(root: yaml.Node, prefix: str = "") -> tuple[str, str]:
+    """(dotted path, text) of the first scalar whose tag cannot construct its value."""
+    stack: list[tuple[str, yaml.Node]] = [(prefix, root)]
+    seen: set[int] = set()
+    while stack:
+        path, node = stack.pop(0)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            try:
+                yaml.constructor.SafeConstructor().construct_object(node)
+            except (*CONSTRUCT_ERRORS, yaml.YAMLError):
+                return path or "document", node.value
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.append((f"{path}.{key.value}" if path else str(key.value), value))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((f"{path}.{i}" if path else str(i), v) for i, v in enumerate(node.value))
+    return "document", "bad value"
+
+
 def _count_values(data: Any, name: str) -> None:
     """Refuse documents whose aliases expand past MAX_VALUES values (or into a cycle)."""
     stack, count = [data], 0
@@ -86,14 +117,28 @@ def _count_values(data: Any, name: str) -> None:
 
 
 def parse_yaml(text: str, name: str) -> tuple[dict, dict[str, int]]:
-    """Parse a YAML document that must be a mapping; return it and its line map."""
+    """Parse a YAML document that must be a mapping; return it and its line map.
+
+    Every failure of the YAML library is a ConfigError: its reader refuses
+    control characters (also in comments) when the loader is built, and its
+    constructors raise plain ``ValueError`` (an impossible date such as
+    ``2024-02-30``), ``KeyError`` or ``TypeError`` for a bad tagged value
+    (``!!bool maybe``, ``!!int 1e3``), not YAML's own error type
+    (CONSTRUCT_ERRORS).
+    """
     lines: dict[str, int] = {}
-    loader = yaml.SafeLoader(text)
+    loader, node = None, None
     try:
+        loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
         if node is not None:
             _walk_nodes(node, name, "", lines, set())
         data = loader.construct_document(node) if node is not None else None
+    except yaml.reader.ReaderError as exc:  # raised while the loader is built
+        line = text.count("\n", 0, max(0, exc.position)) + 1
+        raise ConfigError("yaml", f"U+{exc.character:04X}" if isinstance(exc.character, int)
+                          else "byte", "control characters are not allowed in YAML, "
+                          "not even in comments", source=f"{name}:{line}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{name}:{mark.line + 1}" if mark else name
@@ -104,8 +149,15 @@ def parse_yaml(text: str, name: str) -> tuple[dict, dict[str, int]]:
     except RecursionError:
         raise ConfigError("document", "deeply nested", "is nested too deeply to be a "
                           "configuration", source=name) from None
+    except CONSTRUCT_ERRORS as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        path, value = _bad_scalar(node) if node is not None else ("document", "bad value")
+        raise ConfigError(path, value, f"cannot be read as a YAML value: {exc}",
+                          source=f"{name}:{lines[path]}" if path in lines else name) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if data is None:
         raise ConfigError("document", "empty file", "expected a YAML mapping", source=name)
     if not isinstance(data, dict):
@@ -115,38 +167,64 @@ def parse_yaml(text: str, name: str) -> tuple[dict, dict[str, int]]:
     return data, lines
 
 
+def shipped_dirs(kind: str) -> list[Path]:
+    """Folders holding the shipped ``kind`` documents (``workloads``, ``topologies``, ``sweeps``).
+
+    A source checkout (or editable install) has them at the repository root; an
+    installed wheel has them as package data under ``simulator/shipped/``.
+    """
+    bases = (REPO_ROOT / SEARCH_DIRS[kind], INSTALLED_ROOT / SEARCH_DIRS[kind])
+    return [b for b in bases if b.is_dir()]
+
+
+def shipped_names(kind: str) -> list[str]:
+    """Every shipped name of ``kind``, sorted (the first folder wins on a clash)."""
+    return sorted({p.stem for base in shipped_dirs(kind) for p in base.glob("*.yaml")})
+
+
+def is_file(path: Path) -> bool:
+    """``path.is_file()``, False for a name the OS refuses (too long, too deep, NUL)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def resolve_path(ref: str | Path, kind: str) -> Path:
-    """A path as given, or a shipped name (``dgx-h100``) looked up in ``topologies/``."""
+    """A path as given, or a shipped name (``dgx-h100``) looked up in the shipped folders,
+    then in ``./topologies`` (``./workloads``, ``./sweeps``) of the working directory."""
     path = Path(ref)
-    if path.is_file():
+    if is_file(path):
         return path
-    for base in (REPO_ROOT / SEARCH_DIRS[kind], Path.cwd() / SEARCH_DIRS[kind]):
+    for base in (*shipped_dirs(kind), Path.cwd() / SEARCH_DIRS[kind]):
         for cand in (base / f"{ref}.yaml", base / str(ref)):
-            if cand.is_file():
+            if is_file(cand):
                 return cand
-    shipped = sorted(p.stem for p in (REPO_ROOT / SEARCH_DIRS[kind]).glob("*.yaml"))
-    hint = did_you_mean(str(ref), shipped)
+    shipped = shipped_names(kind)
+    hint = did_you_mean(str(ref)[:200], shipped)
     raise ConfigError(ARG_NAMES[kind], str(ref),
                       f"no such file or shipped name{hint}; shipped: {', '.join(shipped)}")
 
 
 def read_document(ref: str | Path | dict, kind: str) -> tuple[dict, dict[str, int], str]:
-    """Load a document from a dict, a path or a shipped name."""
+    """Load a document from a dict, a path or a shipped name.
+
+    A workload's ``model: {hf_config: PATH}`` is expanded here
+    (:mod:`.hf`), PATH relative to the YAML file's folder.
+    """
     if isinstance(ref, dict):
-        return ref, {}, "<dict>"
-    if not isinstance(ref, str | Path):
+        data, lines, source, base = ref, {}, "<dict>", None
+    elif isinstance(ref, str | Path):
+        path = resolve_path(ref, kind)
+        text = read_text(path, ARG_NAMES[kind], str(ref))
+        data, lines = parse_yaml(text, str(path))
+        source, base = str(path), path.resolve().parent
+    else:
         raise ConfigError(ARG_NAMES[kind], type(ref).__name__,
                           "expected a path, a shipped name, a dict or a config object")
-    path = resolve_path(ref, kind)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(ARG_NAMES[kind], str(ref), f"cannot be read: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(ARG_NAMES[kind], str(ref),
-                          f"is not UTF-8 text (byte {exc.start}); expected a YAML file") from None
-    data, lines = parse_yaml(text, str(path))
-    return data, lines, str(path)
+    if kind == "workloads":
+        data = expand_hf_config(data, base)
+    return data, lines, source
 
 
 def parse_override(item: str) -> tuple[str, Any]:
@@ -161,6 +239,9 @@ def parse_override(item: str) -> tuple[str, Any]:
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError:
         value = raw
+    except CONSTRUCT_ERRORS as exc:  # 2024-02-30, !!int 1e3, !!bool maybe
+        raise ConfigError(key, raw, f"cannot be read as a YAML value: {exc}",
+                          source="override") from None
     return key, value
 
 
@@ -198,11 +279,16 @@ def _child(node: Any, part: str, dotted: str, value: Any) -> Any:
     return nxt
 
 
-def _deep_copy(obj: Any) -> Any:
+def _deep_copy(obj: Any, depth: int = 0) -> Any:
+    """Copy dicts and lists; refuse nesting deeper than MAX_DEPTH (a dict from Python
+    can nest arbitrarily; a configuration is a few levels deep)."""
+    if depth > MAX_DEPTH:
+        raise ConfigError("document", "deeply nested",
+                          f"is nested more than {MAX_DEPTH} levels deep; not a configuration")
     if isinstance(obj, dict):
-        return {k: _deep_copy(v) for k, v in obj.items()}
+        return {k: _deep_copy(v, depth + 1) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_deep_copy(v) for v in obj]
+        return [_deep_copy(v, depth + 1) for v in obj]
     return obj
 
 

@@ -41,7 +41,12 @@ class GPUConfig(BaseModel):
 
     name: str
     peak_tflops: PeakTFLOPs
-    hbm_GB: Rate
+    hbm_GB: Rate  # the datasheet's marketing size (decimal GB)
+    # What CUDA exposes (nvidia-smi "Total", MiB): the capacity plans are checked against.
+    # None: hbm_GB decimal GB.
+    hbm_usable_MiB: Rate | None = None
+    # GPU <-> host link, GB/s per direction (PCIe or NVLink-C2C): activation offloading.
+    host_link_GBps: Rate | None = None
     hbm_bandwidth_TBps: Rate
     # Achievable fractions (0..1] of peak, each sourced in `sources`.
     gemm_efficiency: Fraction = 0.8
@@ -51,9 +56,11 @@ class GPUConfig(BaseModel):
     memory_bandwidth_efficiency: Fraction = 0.85
     kernel_overhead_us: Amount = 4.0  # launch + tail per kernel
     # CPU time to issue one kernel from the training framework (PyTorch eager + Megatron
-    # Python) on this node's host CPU; bounds steps whose kernels are short (moe/host.py).
+    # Python) on the node CPU; bounds steps whose kernels are short (workload/moe_host.py).
     host_launch_us: Amount = 0.0
-    framework_memory_GB: Amount = 3.0  # CUDA context, allocator, NCCL buffers
+    # Bytes the framework holds outside the model's tensors: CUDA context, NCCL
+    # communicator buffers, cuBLAS/TE workspaces, caching-allocator fragmentation.
+    framework_memory_GB: Amount = 3.0
     # Fraction of compute throughput lost while a collective runs beside it (the SMs
     # and HBM bandwidth NCCL's kernels take); 0 = overlap is free.
     comm_overlap_slowdown: Annotated[float, Field(ge=0, le=1)] = 0.0
@@ -95,6 +102,18 @@ class TopologyConfig(BaseModel):
     description: str = ""
     gpu: GPUConfig
     tiers: list[TierConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check_gpu(self) -> TopologyConfig:
+        g = self.gpu
+        # HBM is sold in GiB under a "GB" label (80 GB H100 = 80 GiB of DRAM); CUDA can
+        # expose less than that, never more. Catches an hbm_GB override left alone with a
+        # usable size from the shipped file.
+        if g.hbm_usable_MiB and g.hbm_usable_MiB > g.hbm_GB * 1024:
+            raise ConfigError("gpu.hbm_usable_MiB", g.hbm_usable_MiB,
+                              f"must not exceed hbm_GB in MiB ({g.hbm_GB * 1024:g}); "
+                              "set both, or hbm_usable_MiB to null")
+        return self
 
     @model_validator(mode="after")
     def _check(self) -> TopologyConfig:

@@ -1,4 +1,4 @@
-"""Cross-field checks of a plan against its model and topology.
+"""Cross-field checks of a plan's fields against each other and the topology.
 
 Single-field rules (positive sizes, known names) live in the pydantic schema;
 the rules here relate fields to each other and to the cluster. Each raises a
@@ -12,10 +12,7 @@ accepted here would start there:
   KV heads are never replicated across TP ranks), and the FFN widths;
 * with sequence parallelism, TP also divides the per-CP-rank sequence;
 * ``global_batch_size`` is a multiple of ``micro_batch_size * data``;
-* pipeline: ``pipeline * virtual_pipeline <= num_layers`` and the layer split
-  of :func:`simulator.workload.partition.partition_layers` is valid (uneven
-  splits are; see that module); interleaving needs the micro-batch count to be
-  a multiple of ``pipeline``;
+* pipeline: ``pipeline * virtual_pipeline <= num_layers``;
 * context parallelism: the sequence splits into ``context`` (ring) or
   ``2 * context`` (zigzag, hybrid) equal chunks; Ulysses splits KV heads; it
   needs fused (flash) attention;
@@ -23,9 +20,13 @@ accepted here would start there:
   divides ``tensor * context * data`` (Megatron-Core parallel folding,
   Liu et al. 2025); ``expert_tensor`` divides the expert FFN width;
 * size: the engine replays every (stage, chunk, micro-batch) phase and every
-  gradient bucket, so the number of phases (:data:`MAX_PHASES`), the
-  parameters per GPU (:data:`MAX_PARAMS_PER_GPU`; a plan over it does not fit
-  any GPU by far) and the tokens per micro-batch are bounded.
+  gradient bucket, so the number of phases (:data:`MAX_PHASES`) and the
+  tokens per micro-batch are bounded.
+
+Rules that need the plan's layout (the layer split, parameters per GPU, the
+schedule's own rules) live in :mod:`simulator.workload.validate`, whose
+``check_plan`` runs :func:`check_config` first: config knows nothing of
+workload, so the dependency runs one way.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from .topology import TopologyConfig
 from .workload import MAX_TOKENS, Workload
 
 MAX_PHASES = 250_000  # pipeline * virtual_pipeline * micro-batches: ~5 s of dense engine time
-MAX_PARAMS_PER_GPU = 1e12  # 2 TB of bf16 weights, ten times any GPU's memory
 
 
 def _divides(field: str, value: int, target: int, what: str, why: str = "") -> None:
@@ -43,8 +43,8 @@ def _divides(field: str, value: int, target: int, what: str, why: str = "") -> N
         raise ConfigError(field, value, f"must divide {what} ({target}){why}")
 
 
-def check_plan(w: Workload, topo: TopologyConfig) -> None:
-    """Raise ConfigError for the first rule the plan breaks."""
+def check_config(w: Workload, topo: TopologyConfig) -> None:
+    """Raise ConfigError for the first field rule the plan breaks."""
     _check_size(w, topo)
     _check_tensor(w)
     _check_domain(w, topo)
@@ -52,7 +52,6 @@ def check_plan(w: Workload, topo: TopologyConfig) -> None:
     _check_pipeline(w)
     _check_context(w)
     _check_experts(w)
-    _check_params(w)
 
 
 def _check_size(w: Workload, topo: TopologyConfig) -> None:
@@ -112,18 +111,15 @@ def _check_batch(w: Workload) -> None:
 
 
 def _check_pipeline(w: Workload) -> None:
-    from ..workload.partition import partition_layers  # workload imports config
-
     m, p = w.model, w.parallelism
-    if p.pipeline * p.vp > m.num_layers:
+    # with the embedding / loss counted as layers (or an explicit layout) a chunk may hold
+    # no decoder layer; partition_layers checks those splits itself
+    explicit = (p.account_for_embedding_in_pipeline_split or p.account_for_loss_in_pipeline_split
+                or p.pipeline_model_parallel_layout is not None)
+    if p.pipeline * p.vp > m.num_layers and not explicit:
         raise ConfigError("parallelism.pipeline", p.pipeline,
                           f"pipeline * virtual_pipeline ({p.pipeline} * {p.vp}) must not "
                           f"exceed num_layers ({m.num_layers})")
-    if p.pipeline_schedule == "interleaved" and w.num_microbatches % p.pipeline:
-        raise ConfigError("training.global_batch_size", w.training.global_batch_size,
-                          f"interleaved schedule needs the micro-batch count "
-                          f"({w.num_microbatches}) to be a multiple of pipeline ({p.pipeline})")
-    partition_layers(w)
 
 
 def _check_context(w: Workload) -> None:
@@ -162,16 +158,3 @@ def _check_experts(w: Workload) -> None:
     _divides("parallelism.expert_tensor", p.etp, m.moe.ffn_hidden_size or m.ffn,
              "the expert FFN width (model.moe.ffn_hidden_size)")
 
-
-def _check_params(w: Workload) -> None:
-    from ..memory.parameters import stage_params  # memory imports config
-    from ..workload.partition import partition_layers
-
-    part = partition_layers(w)
-    deepest = max(range(part.num_stages), key=part.stage_layers)
-    for stage in sorted({0, deepest, part.num_stages - 1}):  # embedding, layers, output
-        n = stage_params(w, part, stage).total
-        if n > MAX_PARAMS_PER_GPU:
-            raise ConfigError("model", f"{n:.3g} parameters per GPU on stage {stage}",
-                              f"at most {MAX_PARAMS_PER_GPU:.0e} are modelled (2 TB of bf16 "
-                              "weights): add tensor, pipeline or expert parallelism")

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from ..errors import ConfigError
+from .recompute import MODULES, Recompute, resolve_recompute
 
 Strict = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
@@ -143,9 +144,18 @@ class ParallelConfig(BaseModel):
     expert_tensor: PositiveInt | None = None  # ETP; default = tensor (Megatron-Core)
     virtual_pipeline: PositiveInt | None = None
     sequence_parallel: bool = False
-    pipeline_schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
+    # Any schedule registered in simulator.schedules (one file each); checked, with the
+    # schedule's own rules (virtual_pipeline, micro-batch count), by workload.validate.
+    pipeline_schedule: str = "1f1b"
     decoder_first_pipeline_num_layers: PositiveInt | None = None
     decoder_last_pipeline_num_layers: PositiveInt | None = None
+    # Megatron-Core: the embedding / the loss count as one layer of the first / last
+    # pipeline stage when the layers are split (--account-for-*-in-pipeline-split).
+    account_for_embedding_in_pipeline_split: bool = False
+    account_for_loss_in_pipeline_split: bool = False
+    # Megatron-Core's explicit layout, e.g. "Et*3|(tt|)*29|L": one segment per (virtual)
+    # stage in order vpp(0)pp(0), vpp(0)pp(1), ...; E embedding, t decoder layer, L loss.
+    pipeline_model_parallel_layout: str | None = Field(None, max_length=100_000)
     rank_order: str = "tp-cp-ep-dp-pp"
 
     @model_validator(mode="after")
@@ -155,12 +165,6 @@ class ParallelConfig(BaseModel):
             raise ConfigError("parallelism.rank_order", self.rank_order,
                               "must order tp, cp, ep, dp, pp once each, joined by '-'")
         vp = self.virtual_pipeline or 1
-        if self.pipeline_schedule == "interleaved" and vp < 2:
-            raise ConfigError("parallelism.virtual_pipeline", self.virtual_pipeline,
-                              "must be >= 2 with pipeline_schedule 'interleaved'")
-        if self.pipeline_schedule != "interleaved" and vp > 1:
-            raise ConfigError("parallelism.pipeline_schedule", self.pipeline_schedule,
-                              "must be 'interleaved' when virtual_pipeline > 1")
         if vp > 1 and self.pipeline == 1:
             raise ConfigError("parallelism.virtual_pipeline", vp,
                               "needs parallelism.pipeline > 1")
@@ -207,6 +211,89 @@ class TrainingConfig(BaseModel):
     cuda_graph_scope: list[Literal["full", "attn", "mlp", "moe", "moe_router",
                                    "moe_preprocess"]] = Field(default_factory=lambda: ["full"])
     seed: int = Field(0, ge=0)
+    # Megatron-Core precision-aware optimizer (--use-precision-aware-optimizer and the
+    # dtypes it allows): main (master) params, main grads and Adam moments below fp32.
+    # bf16 main params is Apex DistributedFusedAdam's dtype=bf16 (NeMo 1.0 recipes).
+    use_precision_aware_optimizer: bool = False
+    main_params_dtype: Literal["fp32", "fp16", "bf16"] = "fp32"
+    main_grads_dtype: Literal["fp32", "bf16"] | None = None  # None: per grad_reduce_in_fp32
+    exp_avg_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = "fp32"
+    exp_avg_sq_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = "fp32"
+    # --fp8-param-gather (NeMo: fp8_params): weights stored in FP8, no bf16 copy.
+    fp8_param_gather: bool = False
+    # Megatron's explicit recompute arguments; `recompute` above is their shorthand.
+    recompute_granularity: Literal["selective", "full"] | None = None
+    recompute_method: Literal["uniform", "block"] | None = None
+    recompute_num_layers: PositiveInt | None = Field(None, le=MAX_LAYERS)
+    recompute_modules: tuple[str, ...] | None = None
+    # --cpu-offloading: activations of the first `cpu_offloading_num_layers` layers of
+    # a chunk go to host memory over the host link and come back for the backward.
+    cpu_offloading: bool = False
+    cpu_offloading_num_layers: int = Field(0, ge=0, le=MAX_LAYERS)
+    # Margin a plan must leave free on every GPU to count as fitting (planning only).
+    memory_headroom_GB: float = Field(0.0, ge=0, le=1e6)
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainingConfig:
+        self._check_recompute()
+        low = {f: getattr(self, f) for f in ("main_params_dtype", "exp_avg_dtype",
+                                             "exp_avg_sq_dtype") if getattr(self, f) != "fp32"}
+        if self.main_grads_dtype == "bf16":
+            low["main_grads_dtype"] = "bf16"
+        if low and not self.use_precision_aware_optimizer:
+            name, value = next(iter(low.items()))
+            raise ConfigError(f"training.{name}", value,
+                              "needs training.use_precision_aware_optimizer: true "
+                              "(Megatron-Core's rule)")
+        if self.main_grads_dtype == "bf16" and self.grad_reduce_in_fp32:
+            raise ConfigError("training.main_grads_dtype", "bf16",
+                              "needs grad_reduce_in_fp32: false (Megatron: "
+                              "--main-grads-dtype can only be fp32 with fp32 reduction)")
+        if self.fp8_param_gather and self.precision != "fp8":
+            raise ConfigError("training.fp8_param_gather", True, "needs precision: fp8")
+        if self.cpu_offloading_num_layers and not self.cpu_offloading:
+            raise ConfigError("training.cpu_offloading_num_layers",
+                              self.cpu_offloading_num_layers, "needs cpu_offloading: true")
+        return self
+
+    def _check_recompute(self) -> None:
+        g = self.recompute_granularity
+        if g is not None and self.recompute != "none" and self.recompute != g:
+            raise ConfigError("training.recompute", self.recompute,
+                              f"contradicts recompute_granularity ({g}); set one of them")
+        effective = g or self.recompute
+        if effective != "full" and (self.recompute_method or self.recompute_num_layers):
+            raise ConfigError("training.recompute_method", self.recompute_method,
+                              "applies to full recompute only (recompute_granularity: full)")
+        if self.recompute_modules is not None:
+            if effective != "selective":
+                raise ConfigError("training.recompute_modules", list(self.recompute_modules),
+                                  "applies to selective recompute only")
+            bad = [m for m in self.recompute_modules if m not in MODULES]
+            if bad:
+                raise ConfigError("training.recompute_modules", bad[0],
+                                  f"must be among {', '.join(MODULES)}")
+
+    @property
+    def recompute_plan(self) -> Recompute:
+        """The effective recompute setting (:mod:`simulator.config.recompute`)."""
+        return resolve_recompute(self.recompute, self.recompute_granularity,
+                                 self.recompute_method, self.recompute_num_layers,
+                                 self.recompute_modules)
+
+    @property
+    def recompute_kind(self) -> str:
+        """none | selective | full, whichever way it was spelled."""
+        return self.recompute_plan.granularity
+
+    @property
+    def grads_in_fp32(self) -> bool:
+        """Whether the main-grad buffer is fp32 (Megatron DDP: fp32 when gradients are
+        reduced in fp32, else the param dtype; main_grads_dtype with the precision-aware
+        optimizer)."""
+        if self.main_grads_dtype is not None:
+            return self.main_grads_dtype == "fp32"
+        return self.grad_reduce_in_fp32
 
 
 class Workload(BaseModel):
@@ -217,6 +304,19 @@ class Workload(BaseModel):
     model: ModelConfig
     parallelism: ParallelConfig = ParallelConfig()
     training: TrainingConfig
+
+    @model_validator(mode="after")
+    def _check(self) -> Workload:
+        tr = self.training
+        if tr.cpu_offloading and self.parallelism.pipeline > 1:
+            raise ConfigError("training.cpu_offloading", True,
+                              "needs parallelism.pipeline 1 (Megatron-Core: no CPU "
+                              "offloading with pipeline parallelism)")
+        if tr.cpu_offloading and tr.cpu_offloading_num_layers >= self.model.num_layers:
+            raise ConfigError("training.cpu_offloading_num_layers",
+                              tr.cpu_offloading_num_layers,
+                              f"must be below model.num_layers ({self.model.num_layers})")
+        return self
 
     @model_validator(mode="after")
     def _check_moe_plan(self) -> Workload:

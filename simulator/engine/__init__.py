@@ -9,16 +9,21 @@ micro-batches, never with the GPU count.
 
 Streams per simulated rank and their dependencies:
 
-* ``compute``: forward / backward phases in schedule order. A forward waits
-  for the previous stage's activation, a backward for the next stage's
-  gradient (the last stage's last chunk starts its backward from its own
-  forward).
+* ``compute``: forward / backward / weight-gradient steps in schedule order.
+  A forward waits for the activation of the stage holding the previous global
+  chunk, a backward for the gradient of the next one (the chunk with the loss
+  starts its backward from its own forward); where it comes from is the
+  schedule's :class:`~simulator.schedules.Route`, the one send rule. A ``W``
+  step runs the weight-gradient part of a backward split into ``B`` and ``W``
+  (zero-bubble schedules); an F&B pair (DualPipe) runs as one slot in which
+  each phase's exposed EP all-to-all hides under the other's compute.
 * ``pp``: point-to-point sends, one at a time per sending stage (a FIFO link
   with a "free at" time), overlapped with compute; the receiver's dependency
   fires when the send completes.
 * ``dp``: gradient reduce-scatter / all-reduce buckets, served one at a time
   in release order. With ``overlap_grad_reduce`` each chunk's buckets are
-  released evenly over the last micro-batch's backward of that chunk
+  released evenly over the step that completes that chunk's weight gradients
+  (its last backward, or its last ``W``)
   (Megatron's bucketed DDP); otherwise all at the end of the pipeline. Since
   gradient sync never blocks compute here, this stream is computed after the
   SimPy replay from the recorded release times (no events of its own). The
@@ -28,10 +33,16 @@ Streams per simulated rank and their dependencies:
   optimizer), overlapped with the next step's warm-up forwards when
   ``overlap_param_gather``.
 
+Records go to a recorder (:mod:`.records`): kept for the trace and the
+timeline, only counted on the plain ``run`` path.
+
 Ties are broken by SimPy's (time, priority, insertion id) order; processes are
 created in stage order, so runs are deterministic.
 """
 
-from .core import EngineInput, EngineResult, Record, run_engine
+from .core import EngineInput, EngineResult, run_engine
+from .records import ListRecorder, NullRecorder, Record, Recorder
+from .tail import StageStats
 
-__all__ = ["EngineInput", "EngineResult", "Record", "run_engine"]
+__all__ = ["EngineInput", "EngineResult", "ListRecorder", "NullRecorder", "Record", "Recorder",
+           "StageStats", "run_engine"]

@@ -22,6 +22,16 @@ US = 1e-6
 MB = 1e6
 
 
+MiB = 2**20
+
+
+def usable_hbm_bytes(hbm_GB: float, usable_MiB: float | None) -> float:
+    """Bytes a process can allocate: nvidia-smi's total (MiB, = ``cudaMemGetInfo`` total)
+    where the topology gives it, else the datasheet's decimal GB. An "80 GB" H100
+    exposes 81,559 MiB = 85.52e9 bytes."""
+    return usable_MiB * MiB if usable_MiB else hbm_GB * GB
+
+
 @dataclass(frozen=True)
 class GPU:
     """Accelerator peaks (FLOP/s, bytes, bytes/s) and achievable fractions."""
@@ -39,6 +49,7 @@ class GPU:
     framework_memory_bytes: float
     comm_overlap_slowdown: float = 0.0
     host_launch_s: float = 0.0
+    host_link_bandwidth: float | None = None  # bytes/s per direction, GPU <-> host
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for ``dtype``; raises ConfigError if the GPU lacks it."""
@@ -152,7 +163,7 @@ class Topology:
         if g.peak_tflops.fp32:
             peaks["fp32"] = g.peak_tflops.fp32 * TB
         gpu = GPU(
-            name=g.name, peak_flops=peaks, hbm_bytes=g.hbm_GB * GB,
+            name=g.name, peak_flops=peaks, hbm_bytes=usable_hbm_bytes(g.hbm_GB, g.hbm_usable_MiB),
             hbm_bandwidth=g.hbm_bandwidth_TBps * TB, gemm_efficiency=g.gemm_efficiency,
             gemm_half_dim=g.gemm_half_dim,
             fp8_gemm_efficiency=g.fp8_gemm_efficiency or g.gemm_efficiency,
@@ -160,6 +171,7 @@ class Topology:
             memory_bandwidth_efficiency=g.memory_bandwidth_efficiency,
             kernel_overhead_s=g.kernel_overhead_us * US,
             framework_memory_bytes=g.framework_memory_GB * GB,
+            host_link_bandwidth=g.host_link_GBps * GB if g.host_link_GBps else None,
             comm_overlap_slowdown=g.comm_overlap_slowdown,
             host_launch_s=g.host_launch_us * US,
         )

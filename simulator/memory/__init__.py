@@ -6,6 +6,7 @@ Korthikanti et al. 2022 (Table 2) are exposed as pure functions; the general
 model the simulator uses is :func:`activation_bytes_per_layer`.
 """
 
+from ..workload.params import StageParams, layer_params, stage_params
 from .activations import activation_bytes_per_layer, is_moe_layer, microbatches_in_flight
 from .korthikanti import (
                           korthikanti_full_recompute,
@@ -16,7 +17,6 @@ from .korthikanti import (
                           korthikanti_tp_sp_selective,
 )
 from .model import COMPONENTS, MemoryReport, StageMemory, comm_buffer_bytes, estimate_memory
-from .parameters import StageParams, layer_params, stage_params
 
 __all__ = [
     "COMPONENTS", "MemoryReport", "StageMemory", "StageParams", "activation_bytes_per_layer",

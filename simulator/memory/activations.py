@@ -43,9 +43,11 @@ inputs on the fly), so fp8 uses the same 2 bytes per element here.
 
 from __future__ import annotations
 
+from ..config.recompute import DEFAULT_MODULES, Recompute
 from ..config.workload import Workload
 from ..errors import ConfigError
 from ..moe.router import is_moe_layer as moe_rule
+from ..schedules import get_schedule
 from ..workload.mla import qk_dim
 
 BYTES_16 = 2.0  # bf16 / fp16 element
@@ -80,17 +82,42 @@ def is_moe_layer(w: Workload, layer: int) -> bool:
     return w.model.moe is not None and moe_rule(w.model.moe, layer)
 
 
-def _moe_mlp_bytes(w: Workload, s: float, b: float, sp_div: float, load: float) -> float:
+def _moe_mlp_bytes(w: Workload, s: float, b: float, sp_div: float, load: float,
+                   rc: Recompute) -> float:
+    """MoE block: router logits, shared expert, routed experts (module docstring).
+
+    Selective recompute drops what it re-runs: ``shared_experts`` the shared expert's
+    internals, ``moe_act`` the experts' activation output (``2*f_e`` bytes per routed
+    token, the FC2 input; the FC1 output stays, it is what the activation is re-run
+    from), ``moe`` the whole block but its input."""
     m, par = w.model, w.parallelism
     moe = m.moe
     assert moe is not None
+    if rc.has("moe"):
+        return 0.0
     t = par.tensor
     router = BYTES_FP32 * s * b * moe.num_experts / sp_div
-    shared = s * b * _mlp_bytes_per_token(w, moe.shared_expert_ffn_hidden_size) / t
+    shared = 0.0 if rc.has("shared_experts") else \
+        s * b * _mlp_bytes_per_token(w, moe.shared_expert_ffn_hidden_size) / t
     f_e = moe.ffn_hidden_size or m.ffn
     routed = s * b * moe.router_topk * load / t
-    experts = routed * (_mlp_bytes_per_token(w, f_e) + 2 * BYTES_16 * m.hidden_size * par.etp)
+    act = _mlp_bytes_per_token(w, f_e) - (BYTES_16 * f_e if rc.has("moe_act") else 0.0)
+    experts = routed * (act + 2 * BYTES_16 * m.hidden_size * par.etp)
     return router + shared + experts
+
+
+def _recompute_for(w: Workload, recompute: str | None) -> Recompute:
+    """The workload's recompute setting, or the one ``recompute`` names: ``"none"``,
+    ``"full"``, or ``"selective"`` (the workload's modules when it is selective, else
+    Megatron's default ``[core_attn]``)."""
+    rc = w.training.recompute_plan
+    if recompute is None or recompute == rc.granularity:
+        return rc
+    if recompute == "selective":
+        return Recompute("selective", modules=DEFAULT_MODULES)
+    if recompute == "full":
+        return Recompute("full")
+    return Recompute()
 
 
 def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
@@ -98,62 +125,64 @@ def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
                                recompute: str | None = None) -> float:
     """Bytes of activations one GPU keeps for one layer and one micro-batch.
 
-    ``recompute`` defaults to ``w.training.recompute``: ``"none"`` keeps
-    everything above; ``"selective"`` drops the attention-score term
-    (Korthikanti Section 5); ``"full"`` keeps the 16-bit layer input only,
-    ``2*s*b*h`` (divided by ``t`` with SP, as Megatron checkpoints the
-    sequence-parallel shard). Units: bytes. Source: Korthikanti et al. 2022,
-    Table 2, extended as described in the module docstring.
+    ``recompute`` defaults to the workload's setting (``training.recompute_plan``):
+    none keeps everything above; full keeps the 16-bit layer input only, ``2*s*b*h``
+    (divided by ``t`` with SP, as Megatron checkpoints the sequence-parallel shard);
+    selective drops each listed module's internals: ``core_attn`` the attention-score
+    term (Korthikanti Section 5), ``layernorm`` the two norm outputs (QKV and FC1
+    inputs, ``4*s*b*h/t_sp``), ``mlp`` the dense MLP term, ``moe`` / ``moe_act`` /
+    ``shared_experts`` as :func:`_moe_mlp_bytes`. Units: bytes. Source: Korthikanti et
+    al. 2022, Table 2, extended as described in the module docstring; module names
+    from Megatron-Core ``--recompute-modules``.
     """
     m, par, tr = w.model, w.parallelism, w.training
-    mode = recompute or tr.recompute
+    rc = _recompute_for(w, recompute)
+    if rc.has("mla_up_proj") and not m.multi_latent_attention:
+        raise ConfigError("training.recompute_modules", "mla_up_proj",
+                          "needs multi-latent attention, which this model does not use")
     s, b, sp_div = _tokens(w)
     h, t = m.hidden_size, par.tensor
-    if mode == "full":
+    if rc.full:
         return BYTES_16 * s * b * h / sp_div
     # Korthikanti's 10sbh holds two 1-byte dropout masks (after attention and
     # after the MLP); a model trained without hidden dropout (Llama) keeps none.
     masks = 2.0 if m.hidden_dropout > 0 else 0.0
-    replicated = (8.0 + masks) * s * b * h / sp_div
+    norms_out = 0.0 if rc.has("layernorm") else 4.0
+    replicated = (4.0 + norms_out + masks) * s * b * h / sp_div
     qd, kvd = m.num_attention_heads * m.head_dim, m.groups * m.head_dim
     attention = BYTES_16 * s * b * (qd + 2 * kvd + qd) / t
     if m.multi_latent_attention:
-        # MLA (workload/mla.py): Q and K of a*(qk+rope), V and the output-projection
-        # input of a*v per token, TP-sharded; the q / kv latents (normed inputs of the
-        # up projections) replicated over TP.
+        # MLA (workload/mla.py): Q and K of a*(qk+rope) and V of a*v per token (the up
+        # projections' outputs; recomputed, not kept, with recompute_modules mla_up_proj)
+        # and the output-projection input a*v, TP-sharded; the q / kv latents (normed
+        # inputs of the up projections) replicated over TP.
         a, v = m.num_attention_heads, m.v_head_dim or 0
         latents = (m.q_lora_rank or 0) + (m.kv_lora_rank or 0) + (m.qk_pos_emb_head_dim or 0)
-        attention = BYTES_16 * s * b * ((2 * a * qk_dim(m) + 2 * a * v) / t + latents)
+        qkv = 0.0 if rc.has("mla_up_proj") else 2 * a * qk_dim(m) + a * v
+        attention = BYTES_16 * s * b * ((qkv + a * v) / t + latents)
     scores = 0.0
-    if not tr.use_flash_attn and mode != "selective":
+    if not tr.use_flash_attn and not rc.has("core_attn"):
         # softmax output (2) + dropout mask (1) + dropout output (2); softmax only
         # without attention dropout
         per = 5.0 if m.attention_dropout > 0 else 2.0
         scores = per * m.num_attention_heads * s * m.seq_length * b / t
     if moe_layer and m.moe is not None:
-        mlp = _moe_mlp_bytes(w, s, b, sp_div, moe_load(w, expert_load_factor))
+        mlp = _moe_mlp_bytes(w, s, b, sp_div, moe_load(w, expert_load_factor), rc)
+    elif rc.has("mlp"):
+        mlp = 0.0
     else:
         mlp = s * b * _mlp_bytes_per_token(w, m.ffn) / t
     return replicated + attention + scores + mlp
 
 
 def microbatches_in_flight(w: Workload, stage: int) -> float:
-    """Micro-batches whose activations stage ``stage`` holds at its peak.
-
-    GPipe: all ``m``. 1F1B: ``min(p - stage, m)`` (Narayanan et al. 2021).
-    Interleaved (``v`` chunks per stage): Megatron warms up
-    ``2*(p-stage-1) + (v-1)*p`` chunk-micro-batches plus the one in flight, each
-    ``1/v`` of a stage, so stage 0 holds ``p*(1 + (p-1)/(p*v))`` stage
-    micro-batches (Korthikanti 2022, Section 4.2.3). Capped at ``m*v`` chunks.
-    """
+    """Micro-batches whose activations stage ``stage`` holds at its peak, in units of
+    the stage's layers: the schedule's own count
+    (:meth:`simulator.schedules.Schedule.in_flight`; GPipe ``m``, 1F1B
+    ``min(p - stage, m)``, interleaved per Korthikanti 2022 Sec. 4.2.3, ...)."""
     par = w.parallelism
-    p, v, m = par.pipeline, par.vp, w.num_microbatches
-    if par.pipeline_schedule == "gpipe":
-        return float(m)
-    if par.pipeline_schedule == "interleaved":
-        chunks = 2 * (p - stage - 1) + (v - 1) * p + 1
-        return min(chunks, m * v) / v
-    return float(min(p - stage, m))
+    return get_schedule(par.pipeline_schedule).in_flight(
+        par.pipeline, w.num_microbatches, par.vp, stage)
 
 
 def embedding_activation_bytes(w: Workload) -> float:
@@ -169,3 +198,17 @@ def output_activation_bytes(w: Workload) -> float:
     t = w.parallelism.tensor
     return 2 * BYTES_16 * s * b * w.model.hidden_size / sp_div \
         + BYTES_FP32 * s * b * w.model.vocab_size / t
+
+
+def logits_transient_bytes(w: Workload) -> float:
+    """The 16-bit logits alive beside their fp32 copy, ``2*s*b*V/t`` bytes, last stage.
+
+    Megatron's vocab-parallel cross-entropy (``megatron/core/tensor_parallel/cross_entropy.py``)
+    casts the output layer's bf16 logits to fp32 and keeps the fp32 softmax for the
+    backward (counted in :func:`output_activation_bytes`); while it does, and again while
+    the backward turns the fp32 gradient back into bf16 for the output layer, a 16-bit
+    tensor of the same shape coexists: 6 bytes per logit at the peak, not 4. Megatron-LM's
+    logged allocator peaks (validation/memory.yaml) show this term; Megatron's own
+    estimator (theoretical_memory_usage.py) leaves it out."""
+    s, b, _ = _tokens(w)
+    return BYTES_16 * s * b * w.model.vocab_size / w.parallelism.tensor

@@ -1,24 +1,16 @@
 """Per-GPU memory of every pipeline stage, with a breakdown, and whether it fits.
 
-Bytes per parameter (mixed-precision Adam, Rajbhandari et al. 2020 "ZeRO",
-Section 3.1: 16 bytes/param = 2 fp16 weights + 2 fp16 grads + 12 optimizer).
-We follow Megatron-LM instead for the gradients, which it accumulates in an
-fp32 ``main_grad`` buffer (Megatron-LM distributed-optimizer docs: 18 bytes per
-parameter without, ``6 + 12/d`` with the distributed optimizer):
+Bytes per parameter of the model states (weights, Transformer Engine's FP8 copies,
+gradients, optimizer) come from :mod:`.states`, with their sources; activations from
+:mod:`.activations`; communication buffers are the explicit per-layer staging buffers
+named in :func:`comm_buffer_bytes`. What the framework holds outside the model's tensors
+(CUDA context, NCCL communicator buffers, workspaces, allocator slack) is the topology's
+``gpu.framework_memory_GB`` allowance, and the capacity is what CUDA exposes
+(``gpu.hbm_usable_MiB``: 81,559 MiB on an "80 GB" H100).
 
-* parameters: 2 bytes (bf16/fp16 weights); fp8 adds 1 byte for Transformer
-  Engine's cached fp8 weight copy;
-* gradients: 4 bytes (fp32 main grads; 2 with ``grad_reduce_in_fp32`` off), full
-  size on every rank (the distributed optimizer is ZeRO-1: it shards optimizer
-  state, not grads);
-* optimizer: 12 bytes (fp32 master weights, Adam first and second moments),
-  divided by DP*CP with ``distributed_optimizer`` (expert parameters: by
-  expert-DP = DP*CP*TP/(EP*ETP)).
-
-Activations come from :mod:`.activations`; communication buffers are the
-explicit per-layer staging buffers named in :func:`comm_buffer_bytes`; NCCL's
-own channel buffers, the CUDA context and allocator fragmentation are the
-topology's ``gpu.framework_memory_bytes`` allowance.
+A plan fits when its worst stage's total plus ``training.memory_headroom_GB`` is within
+the capacity. Activations offloaded to the host (``cpu_offloading``) are reported per
+stage (``offloaded``) but do not count against HBM.
 """
 
 from __future__ import annotations
@@ -28,25 +20,15 @@ from dataclasses import dataclass
 from ..config.workload import Workload
 from ..errors import ConfigError
 from ..hardware import Topology
+from ..workload.params import expert_data_parallel, stage_params
 from ..workload.partition import Partition, partition_layers
-from .activations import (
-    BYTES_16,
-    activation_bytes_per_layer,
-    embedding_activation_bytes,
-    is_moe_layer,
-    microbatches_in_flight,
-    moe_load,
-    output_activation_bytes,
-)
-from .parameters import expert_data_parallel, stage_layer_indices, stage_params
+from .activations import BYTES_16, moe_load
+from .stage_activations import stage_activations
+from .states import fp8_copy_bytes, grad_bytes, optimizer_bytes, weight_bytes
 
 GB = 1e9
-PARAM_BYTES = 2.0  # bf16/fp16 weights
-FP8_WEIGHT_CACHE_BYTES = 1.0  # Transformer Engine fp8 weight copy
-GRAD_BYTES = 4.0  # fp32 main grads (Megatron-LM)
-OPTIMIZER_BYTES = 12.0  # fp32 master + Adam m + v (ZeRO paper, K = 12)
-COMPONENTS = ("parameters", "gradients", "optimizer", "activations", "comm_buffers",
-              "framework")
+COMPONENTS = ("parameters", "fp8_weight_copies", "gradients", "optimizer", "activations",
+              "comm_buffers", "framework")
 
 
 @dataclass(frozen=True)
@@ -55,11 +37,13 @@ class StageMemory:
 
     stage: int
     parameters: float
+    fp8_weight_copies: float
     gradients: float
     optimizer: float
     activations: float
     comm_buffers: float
     framework: float
+    offloaded: float = 0.0  # activations in host memory (not counted in total)
 
     @property
     def total(self) -> float:
@@ -80,14 +64,28 @@ class MemoryReport:
 
     stages: tuple[StageMemory, ...]
     capacity_bytes: float
+    headroom_bytes: float = 0.0  # margin the plan must leave free (training.memory_headroom_GB)
 
     @property
     def worst(self) -> StageMemory:
         return max(self.stages, key=lambda st: st.total)  # first stage wins ties
 
     @property
+    def margin_bytes(self) -> float:
+        """Capacity left on the worst stage after the demanded headroom (< 0: over)."""
+        return self.capacity_bytes - self.headroom_bytes - self.worst.total
+
+    @property
     def fits(self) -> bool:
-        return self.worst.total <= self.capacity_bytes
+        return self.margin_bytes >= 0
+
+    @property
+    def utilization(self) -> float:
+        """Worst stage's total over the capacity (1.0 = full)."""
+        return self.worst.total / self.capacity_bytes
+
+    def stage_fits(self, st: StageMemory) -> bool:
+        return st.total + self.headroom_bytes <= self.capacity_bytes
 
     @property
     def fits_in_memory(self) -> bool:
@@ -106,10 +104,11 @@ class MemoryReport:
         """One sentence: worst stage, need vs capacity, margin, biggest component."""
         st = self.worst
         need, cap = st.total / GB, self.capacity_bytes / GB
-        margin = (f"{need - cap:.1f} GB over" if not self.fits
-                  else f"{cap - need:.1f} GB free")
+        margin = self.margin_bytes / GB
+        head = f" with {self.headroom_bytes / GB:g} GB headroom" if self.headroom_bytes else ""
+        free = f"{-margin:.1f} GB over{head}" if margin < 0 else f"{margin:.1f} GB free{head}"
         big = st.biggest
-        return (f"stage {st.stage} needs {need:.1f} GB of {cap:.4g} GB ({margin}); "
+        return (f"stage {st.stage} needs {need:.1f} GB of {cap:.4g} GB ({free}); "
                 f"biggest: {big} {getattr(st, big) / GB:.1f} GB")
 
 
@@ -142,29 +141,6 @@ def comm_buffer_bytes(w: Workload, expert_load_factor: float = 1.0) -> float:
     return total
 
 
-def _stage_activations(w: Workload, layers: list[int], stage: int, last: bool,
-                       load: float) -> float:
-    """Activations held by one GPU of ``stage`` at its peak, bytes."""
-    cache: dict[tuple[bool, str | None], float] = {}
-
-    def per_layer(layer: int, mode: str | None = None) -> float:
-        key = (is_moe_layer(w, layer), mode)
-        if key not in cache:
-            cache[key] = activation_bytes_per_layer(w, key[0], load, mode)
-        return cache[key]
-
-    in_flight = microbatches_in_flight(w, stage)
-    acts = in_flight * sum(per_layer(layer) for layer in layers)
-    if w.training.recompute == "full" and layers:
-        acts += max(per_layer(layer, "none") for layer in layers)  # recompute working set
-    if stage == 0:
-        acts += in_flight * embedding_activation_bytes(w)
-    if last:
-        gpipe = w.parallelism.pipeline_schedule == "gpipe"
-        acts += (w.num_microbatches if gpipe else 1) * output_activation_bytes(w)
-    return acts
-
-
 def estimate_memory(w: Workload, topo: Topology, partition: Partition | None = None,
                     expert_load_factor: float = 1.0) -> MemoryReport:
     """Per-GPU memory of every pipeline stage of ``w`` on ``topo``'s GPU (bytes).
@@ -182,23 +158,26 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | None = N
     dp_shard = par.data * par.context if tr.distributed_optimizer else 1
     edp = expert_data_parallel(w) if w.model.moe is not None else 1
     edp_shard = edp if tr.distributed_optimizer else 1
-    weight_bytes = PARAM_BYTES + (FP8_WEIGHT_CACHE_BYTES if tr.precision == "fp8" else 0.0)
+    weights, copies = weight_bytes(tr), fp8_copy_bytes(tr)
+    grads, optim = grad_bytes(tr), optimizer_bytes(tr)
     comm = comm_buffer_bytes(w, expert_load_factor)
     stages = []
     for stage in range(partition.num_stages):
         sp = stage_params(w, partition, stage)
-        layers = stage_layer_indices(partition, stage)
-        last = stage == partition.num_stages - 1
+        acts = stage_activations(w, partition, stage, load)
         stages.append(StageMemory(
             stage=stage,
-            parameters=weight_bytes * sp.total,
-            gradients=(GRAD_BYTES if w.training.grad_reduce_in_fp32 else 2.0) * sp.total,
-            optimizer=OPTIMIZER_BYTES * (sp.dense / dp_shard + sp.expert / edp_shard),
-            activations=_stage_activations(w, layers, stage, last, load),
+            parameters=weights * sp.total,
+            fp8_weight_copies=copies * sp.total,
+            gradients=grads * sp.total,
+            optimizer=optim * (sp.dense / dp_shard + sp.expert / edp_shard),
+            activations=acts.device,
             comm_buffers=comm,
             framework=topo.gpu.framework_memory_bytes,
+            offloaded=acts.host,
         ))
-    return MemoryReport(stages=tuple(stages), capacity_bytes=topo.gpu.hbm_bytes)
+    return MemoryReport(stages=tuple(stages), capacity_bytes=topo.gpu.hbm_bytes,
+                        headroom_bytes=tr.memory_headroom_GB * GB)
 
 
 __all__ = ["COMPONENTS", "MemoryReport", "StageMemory", "estimate_memory"]

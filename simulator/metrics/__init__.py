@@ -15,6 +15,12 @@ MFU (Chowdhery et al. 2022, PaLM, App. B; Narayanan et al. 2021): model FLOPs
 per step, with attention counted unmasked and no recompute, over
 ``step_time * num_gpus * dense peak`` of the training precision. This is the
 convention of NVIDIA's and Megatron's published MFUs, so they compare.
+
+HFU (Korthikanti et al. 2022, Sec. 6): the FLOPs the simulated kernels execute
+(recompute included, causal attention as executed, dropped MoE tokens not at
+all) over ``step_time * num_gpus * peak``. HFU cannot exceed 1; MFU can, in
+principle, at very long sequences, because it credits the unmasked attention
+square that a causal kernel skips (see docs/mfu_hfu.md).
 """
 
 from __future__ import annotations

@@ -8,10 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from ..config.workload import Workload
 from ..engine import EngineResult
+from ..hardware import Topology
 from ..workload.model_params import model_params
 from ..workload.plan import Plan
-from .flops import model_flops_per_step
+from .flops import executed_flops_per_step, kept_fraction, model_flops_per_step
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
 
@@ -28,6 +30,8 @@ class Result:
     tokens_per_s: float
     model_tflops_per_gpu: float
     mfu: float
+    model_tflops_per_gpu_causal: float
+    hfu: float
     bubble_fraction: float
     compute_time_s: float
     optimizer_time_s: float
@@ -35,6 +39,8 @@ class Result:
     breakdown_s: dict[str, float]
     memory_per_gpu_GB: float
     fits_in_memory: bool
+    # capacity left on the worst stage after training.memory_headroom_GB (< 0: over), GB
+    memory_margin_GB: float
     memory_breakdown_GB: dict[str, float]
     imbalance: dict[str, float]
     critical_stage: int
@@ -85,9 +91,16 @@ def _plan_dict(plan: Plan) -> dict[str, Any]:
         "tp": p.tensor, "pp": p.pipeline, "dp": p.data, "cp": p.context, "ep": p.expert,
         "vp": p.vp, "sp": p.sequence_parallel, "schedule": p.pipeline_schedule,
         "mbs": tr.micro_batch_size, "gbs": tr.global_batch_size,
-        "microbatches": plan.workload.num_microbatches, "recompute": tr.recompute,
+        "microbatches": plan.workload.num_microbatches, "recompute": tr.recompute_kind,
         "precision": tr.precision, "layers_per_stage": [sum(x) for x in plan.partition.layers],
     }
+
+
+def kernel_peak(w: Workload, topo: Topology) -> float:
+    """FLOP/s of the fastest tensor cores the simulated kernels use: the FP8 peak in an
+    FP8 recipe, else the bf16 peak (fp16 GEMMs are timed at it; :mod:`simulator.compute`).
+    HFU divides by it, so no kernel can be credited more than its hardware delivers."""
+    return topo.gpu.peak("fp8" if w.training.precision == "fp8" else "bf16")
 
 
 def summarize(plan: Plan, run: EngineResult, memory) -> Result:
@@ -99,7 +112,9 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     st = run.stages[crit]
     sums = plan.totals[crit]
     dp = max(0.0, st.end - st.pipeline_end - st.optimizer)
-    exposed = {"tp": sums["tp"], "cp": sums["cp"], "ep": sums["ep"], "pp": float(st.pp_wait),
+    # F&B overlap (DualPipe) hid part of the EP all-to-all the phases expose on their own
+    ep = max(0.0, sums["ep"] - st.fb_saved)
+    exposed = {"tp": sums["tp"], "cp": sums["cp"], "ep": ep, "pp": float(st.pp_wait),
                "dp": float(dp)}
     ep = dict(plan.ep_breakdown[crit]) if plan.ep_breakdown else {}
     host = ep.get("host_stall", 0.0)  # in the phase durations, neither compute nor comm
@@ -109,7 +124,9 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     compute = sums["compute"] + st.optimizer
     step = run.step_time
     tokens = w.training.global_batch_size * w.model.seq_length
-    flops = model_flops_per_step(w)
+    kept = kept_fraction(plan)
+    flops = model_flops_per_step(w, kept_fraction=kept)
+    causal = model_flops_per_step(w, causal=True, kept_fraction=kept)
     peak = topo.gpu.peak(w.training.precision)
     busy = [s.busy for s in run.stages]
     imbalance = {"pp": max(busy) / (sum(busy) / len(busy)) if sum(busy) > 0 else 1.0,
@@ -124,10 +141,13 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         workload=w.model.name, topology=topo.name, num_gpus=n, plan=_plan_dict(plan),
         step_time_s=step, tokens_per_s=tokens / step,
         model_tflops_per_gpu=flops / step / n / 1e12, mfu=flops / (step * n * peak),
+        model_tflops_per_gpu_causal=causal / step / n / 1e12,
+        hfu=executed_flops_per_step(plan) / (step * n * kernel_peak(w, topo)),
         bubble_fraction=bubble / step, compute_time_s=compute, optimizer_time_s=st.optimizer,
         exposed_comm_s=exposed,
         breakdown_s={"compute": compute, **exposed, "host": host, "bubble": bubble},
         memory_per_gpu_GB=memory.memory_per_gpu_GB, fits_in_memory=memory.fits,
+        memory_margin_GB=memory.margin_bytes / 1e9,
         memory_breakdown_GB=memory.worst.breakdown_GB(), imbalance=imbalance,
         critical_stage=crit, events=run.events,
         notes=notes + ([] if memory.fits else [f"does not fit: {memory.explain()}"]),

@@ -31,14 +31,18 @@ with ``P = softmax(l)``: the bias steers selection, not the gate) and
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from ..config.workload import MoEConfig
 from ..errors import ConfigError
 from .router import DEFAULT_GAMMA, RouterLoads, make_loads, skew_factor
 from .sampling import rng_for, softmax, topk_counts, uniform_counts
 from .trace import load_trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _base_logits(moe: MoEConfig, seed: int) -> np.ndarray:
@@ -77,6 +81,8 @@ def simulate_balancing(moe: MoEConfig, tokens: int, steps: int, seed: int,
         rows.append(_row(step, make_loads(counts, softmax(logits), moe, tokens), ep))
         if strategy == "aux_free_bias":
             bias += gamma * np.sign(counts.mean() - counts)
+    import pandas as pd  # optional heavy dependency, loaded on first use: keeps `import simulator` light
+
     return pd.DataFrame(rows)
 
 

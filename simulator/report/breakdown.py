@@ -30,11 +30,18 @@ COMPONENTS = ("compute", "tp", "cp", "ep", "pp", "dp", "bubble")
 
 def breakdown_frame(results: Sequence[Any], labels: Sequence[str] | None = None
                     ) -> pd.DataFrame:
-    """One row per result: ``label``, the seven components (s), ``step_time_s``."""
+    """One row per result: ``label``, the seven components (s), ``step_time_s``.
+
+    A plan that does not fit in GPU memory says so in its label: its timing
+    assumes memory it does not have.
+    """
     rows = []
     auto = _default_labels(results)
     for i, r in enumerate(results):
-        row = {"label": labels[i] if labels else auto[i],
+        label = labels[i] if labels else auto[i]
+        if not getattr(r, "fits_in_memory", True):
+            label += "\n(does not fit)"
+        row = {"label": label,
                "workload": r.workload, "topology": r.topology,
                "plan": plan_label(r.plan), "step_time_s": r.step_time_s, "mfu": r.mfu}
         row.update({k: float(r.breakdown_s.get(k, 0.0)) for k in COMPONENTS})

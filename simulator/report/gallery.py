@@ -56,8 +56,12 @@ def _runs(log: list[SimRun], specs: list[tuple[str, str, dict, str]]) -> list[Si
 
 
 def _breakdown(specs: list[tuple[str, str, dict, str]], title: str):
+    """Bars labelled by their spec; ``{plan}`` in a label is the plan actually simulated
+    (degrees and schedule read from the result, so a label cannot name the wrong one)."""
     def build(log: list[SimRun]):
         runs = _runs(log, specs)
+        for r in runs:
+            r.label = r.label.replace("{plan}", plan_label(r.result.plan, "\n"))
         return breakdown_figure([r.result for r in runs], title=title,
                                 labels=[r.label for r in runs])
     return build
@@ -102,13 +106,13 @@ GALLERY: list[Entry] = [
     Entry("breakdown-llama3-405b-h100-vs-gb200.png", "Llama 3 405B: DGX H100 vs GB200 NVL72",
           "Llama 3 405B on DGX H100 and GB200 NVL72: the Llama 3 paper's TP8 PP16 DP128 plan "
           "on both, and on NVL72 a plan with half the pipeline stages (interleaved, VP2).",
-          _breakdown([("llama3-405b", "dgx-h100", {}, "DGX H100\nTP8 PP16 DP128\n1f1b"),
-                      ("llama3-405b", "gb200-nvl72", {}, "GB200 NVL72\nTP8 PP16 DP128\n1f1b"),
+          _breakdown([("llama3-405b", "dgx-h100", {}, "DGX H100\n{plan}"),
+                      ("llama3-405b", "gb200-nvl72", {}, "GB200 NVL72\n{plan}"),
                       ("llama3-405b", "gb200-nvl72",
                        {"parallelism.pipeline": 8, "parallelism.data": 256,
                         "parallelism.pipeline_schedule": "interleaved",
                         "parallelism.virtual_pipeline": 2},
-                       "GB200 NVL72\nTP8 PP8 DP256\ninterleaved VP2")],
+                       "GB200 NVL72\n{plan}")],
                      "Step-time breakdown: llama3-405b, 16,384 GPUs")),
     Entry("breakdown-llama3-70b-schedules.png", "Llama 3 70B: three pipeline schedules",
           "Llama 3 70B on 64 H100 (TP8 PP4 DP2, 64 micro-batches): the same step under "

@@ -1,10 +1,11 @@
 """Memory per pipeline stage: what fills one GPU of each stage, against its HBM.
 
 One stacked bar per stage, from :func:`simulator.memory.estimate_memory`:
-weights, fp32 gradients, optimizer state, activations held at the stage's
-peak (1F1B keeps ``p - s`` micro-batches in flight on stage ``s``, so early
-stages hold the most), communication buffers and the framework allowance. The
-red line is the GPU's capacity; a bar above it does not fit. Decimal GB
+weights, Transformer Engine's cached FP8 weight copies, gradients, optimizer
+state, activations held at the stage's peak (1F1B keeps ``p - s`` micro-batches
+in flight on stage ``s``, so early stages hold the most), communication buffers
+and the framework allowance. The red line is the GPU's capacity; a bar above it
+does not fit. Decimal GB
 (1e9 bytes), as :meth:`StageMemory.breakdown_GB` reports.
 """
 
@@ -19,6 +20,7 @@ from .figures import new_figure, plan_label, wrap_title
 GB = 1e9
 COMPONENT_COLORS = {
     "parameters": "#1f77b4",
+    "fp8_weight_copies": "#9edae5",
     "gradients": "#aec7e8",
     "optimizer": "#ff7f0e",
     "activations": "#2ca02c",

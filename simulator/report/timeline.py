@@ -16,6 +16,13 @@ for later model chunks. Micro-batches are numbered from 1, as in the papers.
 With recomputation, the part of each backward spent re-running the forward is
 hatched (its share of the phase's compute time, drawn at the phase start).
 
+Zero-bubble schedules split the backward: B (input gradient, green) and W
+(weight gradient, drawn in its own purple) appear as separate bars, W's filling
+what would be bubble (Qi et al. 2024, Fig. 3). DualPipe's F&B pairs, a forward
+and a backward of two micro-batches run overlapped, are outlined in black,
+the forward drawn on the pair's first part in proportion to its duration
+(DeepSeek-V3 report, Fig. 5).
+
 Input: the :class:`~simulator.workload.plan.Plan` and the engine's
 :class:`~simulator.engine.EngineResult` with records kept, i.e.
 ``simulate_resolved(w, t, keep_records=True)``.
@@ -35,6 +42,7 @@ from .figures import COLORS, new_figure, run_title, time_unit, wrap_title
 LANE = {"compute": (-0.42, 0.52), "comm": (0.14, 0.24)}  # (offset from row, height)
 COMM_COLORS = {"pp": COLORS["pp"], "grad_sync": COLORS["dp"],
                "param_gather": COLORS["param_gather"]}
+WGRAD_COLOR = "#6a3d9a"  # W steps: distinct from forward blue and backward green
 
 
 def chunk_color(base: str, chunk: int, chunks: int) -> tuple[float, float, float]:
@@ -73,6 +81,8 @@ def timeline_figure(plan: Any, engine: Any, result: Any = None, title: str | Non
     for key, spans in bars.items():
         _draw(ax, key, spans, chunks)
     recompute = _draw_recompute(ax, plan, recs, scale)
+    has_w = any(r.stream == "compute" and r.name == "W" for r in recs)
+    fused = any(getattr(r, "fused", False) for r in recs)
     _label_microbatches(ax, recs, scale, end * scale, width)
     ax.axvline(engine.step_time * scale, color="black", lw=0.8, ls="--")
     ax.set_xlim(0, end * scale * 1.01)
@@ -82,7 +92,7 @@ def timeline_figure(plan: Any, engine: Any, result: Any = None, title: str | Non
     ax.set_xlabel(f"time since the start of the step ({unit}); dashed line: step end")
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
-    ax.legend(handles=_legend(chunks, recompute), loc="upper left",
+    ax.legend(handles=_legend(chunks, recompute, has_w, fused), loc="upper left",
               bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
     if title is None and result is not None:
         title = (run_title(result, "Pipeline timeline")
@@ -95,27 +105,27 @@ def timeline_figure(plan: Any, engine: Any, result: Any = None, title: str | Non
 
 def _key(r: Any) -> tuple:
     if r.stream == "compute":
-        return ("compute", r.stage, r.name, r.chunk)
+        return ("compute", r.stage, r.name, r.chunk, bool(getattr(r, "fused", False)))
     if r.stream == "optimizer":
-        return ("compute", r.stage, "optimizer", 0)
-    return ("comm", r.stage, "pp" if r.stream == "pp" else r.name, 0)
+        return ("compute", r.stage, "optimizer", 0, False)
+    return ("comm", r.stage, "pp" if r.stream == "pp" else r.name, 0, False)
 
 
 def _draw(ax: Any, key: tuple, spans: list[tuple[float, float]], chunks: int) -> None:
-    lane, stage, what, chunk = key
+    lane, stage, what, chunk, fused = key
     off, h = LANE[lane]
     if lane == "comm":
         color = COMM_COLORS.get(what, COLORS["dp"])
     elif what == "optimizer":
         color = to_rgb(COLORS["optimizer"])
     else:
-        base = COLORS["forward"] if what == "F" else COLORS["backward"]
+        base = {"F": COLORS["forward"], "W": WGRAD_COLOR}.get(what, COLORS["backward"])
         color = chunk_color(base, chunk, chunks)
     # Transfers are often far shorter than a pixel: outline them in their own colour
-    # so each still shows as a hairline.
-    ax.broken_barh(spans, (stage + off, h), facecolors=color,
-                   edgecolor="white" if lane == "compute" else color,
-                   linewidth=0.3 if lane == "compute" else 0.6)
+    # so each still shows as a hairline; F&B halves get a black outline.
+    edge = "black" if fused else ("white" if lane == "compute" else color)
+    ax.broken_barh(spans, (stage + off, h), facecolors=color, edgecolor=edge,
+                   linewidth=0.6 if fused or lane != "compute" else 0.3)
 
 
 def _draw_recompute(ax: Any, plan: Any, recs: list, scale: float) -> bool:
@@ -148,9 +158,16 @@ def _label_microbatches(ax: Any, recs: list, scale: float, span: float, width: f
                 va="center", fontsize=6.5, color="white")
 
 
-def _legend(chunks: int, recompute: bool) -> list[Patch]:
+def _legend(chunks: int, recompute: bool, has_w: bool = False, fused: bool = False
+            ) -> list[Patch]:
     items = [Patch(color=COLORS["forward"], label="forward"),
-             Patch(color=COLORS["backward"], label="backward")]
+             Patch(color=COLORS["backward"],
+                   label="backward (input grad, B)" if has_w else "backward")]
+    if has_w:
+        items.append(Patch(color=WGRAD_COLOR, label="weight grad (W)"))
+    if fused:
+        items.append(Patch(facecolor="white", edgecolor="black",
+                           label="F&B: overlapped pair"))
     if chunks > 1:
         items.append(Patch(color=chunk_color(COLORS["forward"], chunks - 1, chunks),
                            label=f"lighter: later chunk (of {chunks})"))

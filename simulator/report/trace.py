@@ -110,8 +110,10 @@ def _phase(out: _Writer, plan: Any, r: Any, pid: int, detail: str) -> None:
     name = f"{r.name} mb {r.mb}" + (f" chunk {r.chunk}" if chunks > 1 else "")
     args = {"stage": r.stage, "microbatch": r.mb, "chunk": r.chunk,
             "flops": ph.flops if ph else 0.0, "model_flops": ph.model_flops if ph else 0.0}
-    ps, pe = out.slice(name, "forward" if r.name == "F" else "backward", pid, "compute",
-                       _us(r.start), _us(r.end), args)
+    cat = {"F": "forward", "W": "weight_grad"}.get(r.name, "backward")
+    if getattr(r, "fused", False):
+        args["overlapped"] = "F&B pair (DualPipe)"
+    ps, pe = out.slice(name, cat, pid, "compute", _us(r.start), _us(r.end), args)
     if detail != "op" or ph is None or not ph.ops:
         return
     stretch = (r.end - r.start) / ph.duration if ph.duration > 0 else 1.0
@@ -132,18 +134,13 @@ def _phase(out: _Writer, plan: Any, r: Any, pid: int, detail: str) -> None:
 
 def _send(out: _Writer, plan: Any, r: Any, pid: int, starts: dict) -> None:
     phase = r.name.removeprefix("send_")
-    P = len(plan.engine_input.schedule)
-    V = plan.engine_input.fwd.shape[1]
-    if phase == "F":
-        dst, chunk = (r.stage + 1, r.chunk) if r.stage < P - 1 else (0, r.chunk + 1)
-    else:
-        dst, chunk = (r.stage - 1, r.chunk) if r.stage > 0 else (P - 1, r.chunk - 1)
+    dst, chunk = r.dst_stage, r.dst_chunk  # the engine's send rule, recorded
     what = "activation" if phase == "F" else "gradient"
     ts, te = out.slice(f"send {what} mb {r.mb} -> stage {dst}", "pp", pid, "pp",
                        _us(r.start), _us(r.end),
                        {"bytes": r.nbytes, "microbatch": r.mb, "chunk": r.chunk,
                         "to_stage": dst, "to_chunk": chunk})
-    consumer = starts.get((dst, phase, r.mb, chunk)) if 0 <= chunk < V else None
+    consumer = starts.get((dst, phase, r.mb, chunk))
     if consumer is None:
         return
     fid = len(out.events)

@@ -34,22 +34,26 @@ fit, bounds the rest and simulates only those that can still reach the top
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
-import pandas as pd
-
+from ..api import merge_overrides
 from .executors import Executor, make_executor
 from .progress import Progress
 from .resolve import Documents
 from .runner import SweepCounts, run_points, write_csv, write_parquet
-from .search import SearchResult, search_plans
+from .search import SearchResult, row_to_overrides, search_plans
 from .spec import SweepSpec, expand, load_sweep, make_spec
 from .store import ResultStore
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = [
     "Executor", "ResultStore", "SearchResult", "SweepCounts", "SweepSpec", "expand",
-    "load_sweep", "make_executor", "make_spec", "run_sweep", "search", "search_plans", "sweep",
+    "load_sweep", "make_executor", "make_spec", "row_to_overrides", "run_sweep", "search",
+    "search_plans", "sweep",
     "write_csv", "write_parquet",
 ]
 
@@ -74,8 +78,8 @@ def run_sweep(spec: SweepSpec, executor: str | Executor = "local", scheduler: An
 
 def sweep(workload: Any = None, topology: Any = None, axes: dict[str, list] | None = None,
           zip_axes: dict[str, list] | list[dict[str, list]] | None = None, *,
-          overrides: dict[str, Any] | None = None,
-          topology_overrides: dict[str, Any] | None = None,
+          overrides: Mapping[str, Any] | None = None,
+          topology_overrides: Mapping[str, Any] | None = None, seed: int | None = None,
           executor: str | Executor = "local", scheduler: Any = None,
           workers: int | None = None, store: str | Path | None = None,
           progress: bool | None = None) -> pd.DataFrame:
@@ -87,7 +91,9 @@ def sweep(workload: Any = None, topology: Any = None, axes: dict[str, list] | No
         axes: ``{dotted key: [values]}``, combined as a cartesian product.
         zip_axes: ``{key: [values]}`` varied together (equal lengths), or a list
             of such groups.
-        overrides, topology_overrides: base dotted-path overrides.
+        overrides, topology_overrides: base dotted-path overrides (as for
+            :func:`simulator.simulate`).
+        seed: root seed of every configuration (``training.seed``).
         executor: ``"local"`` (processes, default all cores; ``workers`` to
             choose), ``"dask"`` (``scheduler`` = address, Client or LocalCluster)
             or ``"serial"``; or an :class:`Executor` you manage.
@@ -96,23 +102,54 @@ def sweep(workload: Any = None, topology: Any = None, axes: dict[str, list] | No
 
     Counts of what ran (from store, simulated, invalid) are in ``df.attrs["counts"]``.
     """
-    spec = make_spec(workload, topology, axes, zip_axes, overrides, topology_overrides)
+    spec = make_spec(workload, topology, axes, zip_axes, merge_overrides(overrides, seed),
+                     merge_overrides(topology_overrides))
     return run_sweep(spec, executor, scheduler, workers, store, progress)
 
 
-def search(workload: Any, topology: Any, gpus: int, top: int = 10, *,
-           executor: str | Executor = "local", scheduler: Any = None,
-           workers: int | None = None, store: str | Path | None = None,
-           progress: bool | None = None, **kwargs: Any) -> SearchResult:
-    """:func:`search_plans` with executor and store set up (and closed) for you."""
+@overload
+def search(workload: Any, topology: Any, gpus: int, top: int = 10, **kwargs: Any
+           ) -> SearchResult: ...
+
+
+@overload
+def search(workload: Any, topology: Any, gpus: Sequence[int], top: int = 10, **kwargs: Any
+           ) -> list[SearchResult]: ...
+
+
+def search(workload: Any, topology: Any, gpus: int | Sequence[int], top: int = 10, *,
+           overrides: Mapping[str, Any] | None = None,
+           topology_overrides: Mapping[str, Any] | None = None, seed: int | None = None,
+           micro_batch_sizes: tuple[int, ...] = (1, 2, 4, 8), max_context: int = 16,
+           max_simulations: int = 2000, executor: str | Executor = "local",
+           scheduler: Any = None, workers: int | None = None,
+           store: str | Path | None = None,
+           progress: bool | None = None) -> SearchResult | list[SearchResult]:
+    """The fastest plans of ``workload`` on ``gpus`` GPUs (:func:`search_plans`), with the
+    executor and store set up (and closed) for you.
+
+    Args:
+        gpus: a GPU count, or several (then one :class:`SearchResult` per count, in
+            order, sharing one executor and store).
+        overrides, topology_overrides, seed: as for :func:`simulator.simulate`.
+        micro_batch_sizes, max_context, max_simulations: the search space and its cap.
+        executor, scheduler, workers, store, progress: as for :func:`sweep`.
+
+    ``result.overrides_for(rank)`` gives the overrides that reproduce a row.
+    """
+    counts = [gpus] if isinstance(gpus, int) else list(gpus)
     ex = executor if isinstance(executor, Executor) else make_executor(executor, scheduler,
                                                                         workers)
     st = ResultStore(store) if store is not None else None
     try:
-        return search_plans(workload, topology, gpus, top, executor=ex, store=st,
-                            progress=progress, **kwargs)
+        out = [search_plans(workload, topology, n, top, overrides=merge_overrides(overrides, seed),
+                            topology_overrides=merge_overrides(topology_overrides),
+                            micro_batch_sizes=micro_batch_sizes, max_context=max_context,
+                            max_simulations=max_simulations, executor=ex, store=st,
+                            progress=progress) for n in counts]
     finally:
         if st is not None:
             st.close()
         if ex is not executor:
             ex.close()
+    return out[0] if isinstance(gpus, int) else out

@@ -12,7 +12,7 @@ structural rules first, which cost nothing:
   as Megatron-LM's interleaved schedule requires;
 * EP divides ``num_experts`` (MoE models only), SP only with TP > 1;
 
-then checked with :func:`~simulator.config.validate.check_plan` (heads, query
+then checked with :func:`~simulator.workload.validate.check_plan` (heads, query
 groups, FFN width, global batch divisibility, interleaved micro-batch
 multiple, CP sequence split, EP folding), which rejects the rest with a
 reason. Pipelines use 1F1B, or interleaved 1F1B when VP > 1. Everything else
@@ -28,8 +28,8 @@ from typing import Any
 
 from ..config import TopologyConfig, Workload
 from ..config.loader import apply_overrides, validate_model
-from ..config.validate import check_plan
 from ..errors import ConfigError
+from ..workload.validate import check_plan
 
 RECOMPUTE = ("none", "selective", "full")  # cheapest first
 
@@ -96,7 +96,9 @@ def shapes(w: Workload, t: TopologyConfig, gpus: int, micro_batch_sizes: tuple[i
 def with_recompute(w: Workload, recompute: str) -> Workload:
     """The same workload with another recompute setting (nothing else is re-checked)."""
     return w.model_copy(update={"training": w.training.model_copy(
-        update={"recompute": recompute})})
+        update={"recompute": recompute, "recompute_granularity": None,
+                "recompute_method": None, "recompute_num_layers": None,
+                "recompute_modules": None})})
 
 
 def resolve_shapes(base: dict, t: TopologyConfig, found: list[Shape]

@@ -17,6 +17,12 @@ module-level function: it travels by reference, never by value.
 * ``dask``: ``distributed.Client(address)`` on an existing cluster; a
   ``Client`` or ``LocalCluster`` object is accepted too, and then left open.
 
+A local worker exits by itself when the process that started it dies (a
+SIGKILL'd parent runs no clean-up): a daemon thread started in each worker
+(:func:`watch_parent`) polls its parent's PID and calls ``os._exit`` once the
+worker has been re-parented. With a forkserver the worker's parent is the
+server, which exits when its creator does, so the same test holds.
+
 Work travels in chunks of a few items (:func:`chunk_size`), small enough that
 results stream back to the store and the progress bar as they finish, large
 enough that per-task overhead (about a millisecond) stays below the cost of a
@@ -30,15 +36,36 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 from ..errors import ConfigError
+from ..optional import require
 from .tasks import run_chunk
 
 KINDS = ("local", "dask", "serial")
 PRELOAD = ["simulator.sweep.tasks", "simulator.sweep.search_tasks"]
+
+
+WATCH_PERIOD_S = 0.5  # how often an orphaned worker notices; costs nothing measurable
+
+
+def watch_parent(period: float = WATCH_PERIOD_S) -> None:
+    """Worker initializer: exit this process once its parent is gone.
+
+    Linux's ``PR_SET_PDEATHSIG`` would signal the worker, but fires when the
+    parent *thread* exits and is not portable; polling ``getppid`` is both.
+    """
+    parent = os.getppid()
+
+    def loop() -> None:
+        while os.getppid() == parent:
+            time.sleep(period)
+        os._exit(1)
+
+    threading.Thread(target=loop, name="parent-watchdog", daemon=True).start()
 
 
 def chunk_size(n: int, workers: int) -> int:
@@ -91,7 +118,8 @@ class LocalExecutor(Executor):
 
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=_context())
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=_context(),
+                                             initializer=watch_parent)
         return self._pool
 
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[tuple[int, Any]]:
@@ -117,7 +145,7 @@ class DaskExecutor(Executor):
     """Chunks submitted to a Dask distributed cluster."""
 
     def __init__(self, scheduler: Any):
-        from distributed import Client
+        Client = require("distributed", "--executor").Client  # an extra: clustersim[dask]
 
         if scheduler is None:
             raise ConfigError("--scheduler", None, "the dask executor needs a scheduler "

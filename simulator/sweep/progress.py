@@ -1,10 +1,15 @@
-"""A one-line progress bar with rate and ETA, for sweeps and searches, on stderr.
+"""Progress bars for sweeps and searches: tqdm, on stderr, only where someone watches.
 
-It draws only when its stream is a terminal (or when forced), so logs, pipes
-and tests stay clean. The rate counts the items done since the bar started
-(items already in the result store are ``skip``-ped, not counted in the rate),
-and the ETA is the remaining items over that rate. Redraws are throttled to
-ten a second; the clock is injectable so the format can be tested without
+A thin adapter over :class:`tqdm.tqdm` with the two things the sweep needs:
+
+* it draws only when its stream is a terminal (or when forced), so logs,
+  pipes and tests stay clean (tqdm's ``disable=None`` does the same test);
+* items taken from the result store are ``skip``-ped: they advance the count
+  but not the rate, so the ETA reflects only simulated work (tqdm's
+  ``initial``, which its average rate ``(n - initial) / elapsed`` excludes;
+  ``smoothing=0`` makes the rate that average).
+
+The clock is injectable (``clock=``), so the text can be tested without
 waiting.
 """
 
@@ -15,73 +20,54 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-WIDTH = 28
+from tqdm import tqdm
 
-
-def _clock_text(seconds: float) -> str:
-    whole = round(seconds)
-    h, rest = divmod(whole, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+FORMAT = "{desc}[{bar:28}] {n_fmt}/{total_fmt} {percentage:3.0f}% {rate_fmt} ETA {remaining}"
 
 
 class Progress:
-    """``label [#######.......]  12/40  30%  5.2/s  ETA 0:05``."""
+    """``label [#######.......] 12/40  30% 5.20it/s ETA 00:05`` via tqdm."""
 
     def __init__(self, total: int, label: str = "", stream: TextIO | None = None,
                  enabled: bool | None = None, clock: Callable[[], float] = time.monotonic):
-        self.total, self.label = total, label
-        self.stream = stream if stream is not None else sys.stderr
-        isatty = getattr(self.stream, "isatty", None)
+        stream = stream if stream is not None else sys.stderr
+        isatty = getattr(stream, "isatty", None)
         self.enabled = bool(isatty and isatty()) if enabled is None else enabled
-        self.clock = clock
-        self.start = clock()
+        self._bar = tqdm(total=total, desc=f"{label} " if label else "", file=stream,
+                         disable=not self.enabled, smoothing=0, mininterval=0.1,
+                         bar_format=FORMAT, ascii=" #", dynamic_ncols=False, leave=True,
+                         delay=0)
+        if self.enabled:  # a disabled tqdm has no clock or counters to set
+            self._bar._time = clock  # tqdm reads its clock through this attribute
+            self._bar.start_t = self._bar.last_print_t = clock()
         self.done = 0
-        self.skipped = 0
-        self._drawn = -1.0
-        self._drawn_done = -1
+
+    @property
+    def total(self) -> int:
+        return int(self._bar.total or 0)
+
+    @total.setter
+    def total(self, value: int) -> None:
+        self._bar.total = value
 
     def skip(self, n: int) -> None:
-        """Items finished before we started (taken from the store)."""
+        """Items finished before we started (taken from the store): counted, not rated."""
         self.done += n
-        self.skipped += n
-        self._draw(force=True)
+        if self.enabled:
+            self._bar.initial += n
+            self._bar.n += n
+            self._bar.refresh()
 
     def update(self, n: int = 1) -> None:
         self.done += n
-        self._draw(force=self.done >= self.total)
+        self._bar.update(n)
 
     def render(self) -> str:
-        total = max(self.total, 1)
-        frac = min(1.0, self.done / total)
-        bar = "#" * int(frac * WIDTH)
-        elapsed = self.clock() - self.start
-        worked = self.done - self.skipped
-        rate = worked / elapsed if elapsed > 0 else 0.0
-        left = self.total - self.done
-        eta = _clock_text(left / rate) if rate > 0 else "?"
-        if left <= 0:
-            eta = _clock_text(elapsed)
-        head = f"{self.label} " if self.label else ""
-        return (f"{head}[{bar:<{WIDTH}}] {self.done}/{self.total} {frac * 100:3.0f}% "
-                f"{rate:.1f}/s {'took' if left <= 0 else 'ETA'} {eta}")
-
-    def _draw(self, force: bool = False) -> None:
-        if not self.enabled:
-            return
-        now = self.clock()
-        if not force and now - self._drawn < 0.1:
-            return
-        self._drawn, self._drawn_done = now, self.done
-        self.stream.write("\r" + self.render() + "\x1b[K")
-        self.stream.flush()
+        """The bar's current text."""
+        return str(self._bar)
 
     def close(self) -> None:
-        if self.enabled and self._drawn >= 0:
-            if self._drawn_done != self.done:
-                self._draw(force=True)
-            self.stream.write("\n")
-            self.stream.flush()
+        self._bar.close()
 
     def __enter__(self) -> Progress:
         return self

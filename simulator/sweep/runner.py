@@ -22,17 +22,19 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ..io import atomic_path
+from ..optional import require
 from .executors import Executor
 from .progress import Progress
 from .resolve import Documents, Resolved, resolve_point
 from .spec import Point
 from .store import ResultStore
 from .tasks import simulate_task
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 META = ("config_id", "status", "reason", "config_key")
 
@@ -141,6 +143,8 @@ def _missing(v: Any) -> bool:
 
 def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
     """Columns of ints or bools with gaps (invalid rows) keep nullable int/bool dtypes."""
+    import pandas as pd  # heavy (~0.5 s): loaded when a table is built, not on `import simulator`
+
     data: dict[str, Any] = {}
     for col in columns:
         values = [row.get(col) for row in rows]
@@ -166,6 +170,7 @@ def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
 
 def write_parquet(frame: pd.DataFrame, path: str | Path) -> None:
     """Write the table as Parquet, atomically; mixed-type columns become text."""
+    require("pyarrow", "--parquet")  # an extra: clustersim[parquet]
     safe = frame.copy()
     for col in safe.columns:
         if safe[col].dtype == object:

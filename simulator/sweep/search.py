@@ -30,14 +30,13 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ..config import TopologyConfig, Workload, load_topology
 from ..config.loader import apply_overrides, validate_model
-from ..config.validate import check_plan
 from ..errors import ConfigError
+from ..hardware import usable_hbm_bytes
+from ..workload.validate import check_plan
 from .candidates import RECOMPUTE, Shape, divisors, resolve_shapes, shapes, with_recompute
 from .executors import Executor
 from .explain import why
@@ -46,6 +45,9 @@ from .resolve import Documents, config_key
 from .runner import simulate_keys
 from .search_tasks import fit_and_bound
 from .store import ResultStore
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MAX_SHAPES = 200_000
 PLAN_COLUMNS = ("tp", "pp", "vp", "cp", "ep", "dp", "mbs", "recompute", "sp")
@@ -77,6 +79,15 @@ class SearchResult:
     counts: dict[str, int] = field(default_factory=dict)
     exhaustive: bool = True
     elapsed_s: float = 0.0
+    overrides: dict[str, Any] = field(default_factory=dict)  # the search's base overrides
+
+    def overrides_for(self, rank: int) -> dict[str, Any]:
+        """The workload overrides that reproduce plan ``rank`` (1 = best) with
+        :func:`simulator.simulate` on the same workload and topology."""
+        rows = self.plans[self.plans["rank"] == rank] if not self.plans.empty else self.plans
+        if rows.empty:
+            raise ConfigError("rank", rank, f"must be a rank in this result (1..{len(self.plans)})")
+        return {**self.overrides, **row_to_overrides(rows.iloc[0].to_dict())}
 
     def to_dict(self) -> dict[str, Any]:
         return {"workload": self.workload, "topology": self.topology, "gpus": self.gpus,
@@ -104,8 +115,10 @@ def _fit_phase(valid: list[tuple[Shape, Workload]], t: TopologyConfig, ex: Execu
             failed[shape] = error
         elif rc is None:
             counts["over_memory"] += 3
+            cap = usable_hbm_bytes(t.gpu.hbm_GB, t.gpu.hbm_usable_MiB) / 1e9
+            head = w.training.memory_headroom_GB
             failed[shape] = (f"does not fit even with full recompute: {tried[-1]:.1f} GB "
-                             f"of {t.gpu.hbm_GB:g} GB")
+                             f"of {cap:.4g} GB" + (f" less {head:g} GB headroom" if head else ""))
         else:
             k = RECOMPUTE.index(rc)
             counts["over_memory"] += k
@@ -161,15 +174,26 @@ def _branch_and_bound(fits: list[Fit], forced: list[Fit], top: int, cap: int, t,
     return len(left) - capped, capped
 
 
+def row_to_overrides(row: dict[str, Any]) -> dict[str, Any]:
+    """Dotted-path overrides for the plan of one search row (a ``plans`` record).
+
+    With the search's own base overrides (:meth:`SearchResult.overrides_for` adds
+    them) they make :func:`simulator.simulate` reproduce the row.
+    """
+    shape = Shape(int(row["tp"]), int(row["pp"]), int(row["vp"]), int(row["cp"]),
+                  int(row["ep"]), int(row["dp"]), int(row["mbs"]), bool(row["sp"]))
+    return {**shape.overrides(), "training.recompute": str(row["recompute"])}
+
+
 def _row(rank: int, f: Fit) -> dict[str, Any]:
     s, o = f.shape, f.outcome
     row: dict[str, Any] = {"rank": rank, "plan": s.label(), "tp": s.tp, "pp": s.pp, "vp": s.vp,
                            "cp": s.cp, "ep": s.ep, "dp": s.dp, "mbs": s.mbs,
                            "recompute": f.recompute, "sp": s.sp,
                            "schedule": o["plan.schedule"]}
-    for k in ("tokens_per_s", "step_time_s", "mfu", "model_tflops_per_gpu", "bubble_fraction",
-              "memory_per_gpu_GB"):
-        row[k] = o[k]
+    for k in ("tokens_per_s", "step_time_s", "mfu", "hfu", "model_tflops_per_gpu",
+              "bubble_fraction", "memory_per_gpu_GB", "memory_margin_GB"):
+        row[k] = o.get(k, float("nan"))  # a store written before a metric existed lacks it
     row.update({k: v for k, v in o.items() if k.startswith("breakdown_s.")})
     row["bound_s"] = f.bound_s
     row["config_key"] = o["config_key"]
@@ -192,8 +216,8 @@ def _baselines(named: dict[str, Shape], by_shape: dict[Shape, Fit], failed: dict
     for name, shape in named.items():
         entry: dict[str, Any] = {"name": name, "plan": shape.label()}
         f = by_shape.get(shape)
-        if f is not None and f.outcome is not None and f.outcome["status"] == "ok":
-            entry.update(status="ok", recompute=f.recompute, **{
+        if f is not None and f.outcome is not None and f.outcome["status"] in ("ok", "over_memory"):
+            entry.update(status=f.outcome["status"], recompute=f.recompute, **{
                 k: f.outcome[k] for k in ("tokens_per_s", "step_time_s", "mfu",
                                           "memory_per_gpu_GB")})
             entry["rank"] = next((i + 1 for i, g in enumerate(ranked) if g is f), None)
@@ -224,11 +248,14 @@ def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
     if isinstance(workload, Workload):
         workload = workload.model_dump()
     data, lines, source = Documents().get(workload, "workloads")
-    base = apply_overrides(data, {k.replace("__", "."): v for k, v in (overrides or {}).items()})
+    given = {k.replace("__", "."): v for k, v in (overrides or {}).items()}
+    base = apply_overrides(data, given)
     w = validate_model(Workload, base, lines, source)
     t = load_topology(topology, topology_overrides)
-    if top < 1:
-        raise ConfigError("--top", top, "must be at least 1")
+    for name, value in (("--top", top), ("--max-context", max_context),
+                        ("--max-simulations", max_simulations)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(name, value, "must be an integer >= 1")
     if gpus < 1 or gpus > t.max_gpus:
         raise ConfigError("--gpus", gpus, f"must be between 1 and the topology's {t.max_gpus}")
     found = shapes(w, t, gpus, tuple(micro_batch_sizes), max_context)
@@ -256,9 +283,11 @@ def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
     for i, row in enumerate(rows):
         nxt = ranked[i + 1] if i + 1 < len(ranked) else None
         row["why"] = why(row, _row(i + 2, nxt), f"#{i + 2}") if nxt is not None else ""
+    import pandas as pd  # heavy (~0.5 s): loaded for the result table, not on `import simulator`
+
     return SearchResult(workload=w.model.name, topology=t.name, gpus=gpus,
                         global_batch_size=w.training.global_batch_size,
                         plans=pd.DataFrame(rows),
                         baselines=_baselines(named, by_shape, failed, base, t, ranked),
                         counts=counts, exhaustive=capped == 0,
-                        elapsed_s=time.monotonic() - start)
+                        elapsed_s=time.monotonic() - start, overrides=given)

@@ -11,13 +11,16 @@ event simulation) and returns :func:`step_lower_bound`.
 The bound follows the engine's dependencies (see :mod:`simulator.engine`):
 each stage's compute stream is serial, so on stage ``s``
 
-* its first forward cannot start before stages ``0..s-1`` ran that same
-  forward (the activation travels down the pipeline): ``head_s``;
-* after its last backward, stages ``s-1..0`` must each run that micro-batch's
-  backward in turn before stage 0 can reach its optimizer: ``tail_s``;
+* its first forward cannot start before the stages holding the earlier global
+  chunks ran that same forward (the activation travels down the pipeline, by
+  the schedule's send rule :meth:`~simulator.schedules.Route.before`): ``head_s``;
+* after its last backward, those stages must each run that micro-batch's
+  backward (its input-gradient part) in turn before the stage holding global
+  chunk 0 can reach its optimizer: ``tail_s``;
 
 so the step takes at least ``head_s + busy_s + max(opt_s, tail_s + opt_0)``
-where ``busy_s`` sums all of the stage's phases. Transfers, DP sync and
+where ``busy_s`` sums all of the stage's phases. With post-validation
+(stages do not meet at the optimizer) only ``busy_s + opt_s`` binds. Transfers, DP sync and
 parameter all-gathers only add to it. With equal stages this is exactly the
 (interleaved) 1F1B step time without communication, so the bound is tight and
 lets the search skip any plan whose bound exceeds the K-th best simulated step.
@@ -30,6 +33,7 @@ from ..engine import EngineInput
 from ..errors import ConfigError
 from ..hardware import Topology
 from ..memory import estimate_memory
+from ..schedules import Schedule
 from ..workload.plan import build_plan
 from .candidates import RECOMPUTE, with_recompute
 
@@ -37,17 +41,24 @@ from .candidates import RECOMPUTE, with_recompute
 def step_lower_bound(inp: EngineInput) -> float:
     """Seconds the simulated step cannot beat (see the module docstring)."""
     fwd, bwd, opt = inp.fwd, inp.bwd, inp.optimizer
+    b_only = bwd - inp.wgrad if inp.wgrad is not None else bwd
     busy = fwd.sum(axis=(1, 2)) + bwd.sum(axis=(1, 2))
+    route = inp.route or Schedule().route(len(inp.schedule), fwd.shape[1])
     best = 0.0
     for s, steps in enumerate(inp.schedule):
-        first, last = steps[0], steps[-1]
-        head = sum(float(fwd[q, first.chunk, first.mb]) for q in range(s)) \
+        best = max(best, float(busy[s] + opt[s]))
+        if inp.post_validation:
+            continue
+        first = steps[0]
+        last = steps[-1]  # trailing W steps can overlap the tail: no tail term then
+        head = sum(float(fwd[q, c, first.mb]) for q, c in route.before(s, first.chunk)) \
             if first.phase == "F" else 0.0
         own = head + float(busy[s])
         best = max(best, own + float(opt[s]))
-        if s > 0 and last.phase == "B":
-            tail = sum(float(bwd[q, last.chunk, last.mb]) for q in range(s))
-            best = max(best, own + tail + float(opt[0]))
+        chain = route.before(s, last.chunk)
+        if chain and last.phase == "B":
+            tail = sum(float(b_only[q, c, last.mb]) for q, c in chain)
+            best = max(best, own + tail + float(opt[chain[0][0]]))
     return best
 
 

@@ -34,7 +34,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ..config import TopologyConfig, Workload
-from ..config.loader import did_you_mean, parse_yaml, submodel
+from ..config.loader import did_you_mean, parse_yaml, read_text, resolve_path, submodel
 from ..errors import ConfigError
 
 SPECIAL = ("workload", "topology", "num_gpus")
@@ -88,12 +88,10 @@ def make_spec(workload: Any, topology: Any, axes: dict | None = None,
 
 
 def load_sweep(path: str | Path) -> SweepSpec:
-    """Read and check a sweep YAML; relative paths in it are taken from its folder."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError("sweep", str(path), f"cannot be read: {exc.strerror}") from None
+    """Read and check a sweep YAML (a path or a shipped name such as ``llama3-70b-plans``);
+    relative paths in it are taken from its folder."""
+    path = resolve_path(path, "sweeps")
+    text = read_text(path, "sweep", str(path))
     data, _ = parse_yaml(text, str(path))
     data["base_dir"] = path.resolve().parent
     return _validated(data, str(path))

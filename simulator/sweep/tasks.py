@@ -6,7 +6,9 @@ processes, Dask), and what the result store keeps is exactly what a fresh run
 returns: floats survive the trip unchanged because JSON writes them with
 Python's shortest round-tripping ``repr``.
 
-Outcome statuses: ``ok`` (the flattened :meth:`Result.to_dict`), ``invalid``
+Outcome statuses: ``ok`` (the flattened :meth:`Result.to_dict`), ``over_memory`` (the
+same, for a plan whose worst stage plus ``training.memory_headroom_GB`` exceeds the GPU's
+capacity: it was simulated, but it would not run), ``invalid``
 (a ConfigError raised while simulating; its message is the reason) and
 ``error`` (any other exception: a simulator bug, reported but never stored,
 so a rerun after the fix recomputes it).
@@ -43,6 +45,9 @@ def simulate_task(item: tuple[Workload, TopologyConfig]) -> str:
         return dump({"status": "invalid", "reason": exc.message()})
     except Exception as exc:  # a simulator bug: reported in the row, never stored
         return dump({"status": "error", "reason": f"{type(exc).__name__}: {exc}"})
+    if not result.fits_in_memory:
+        reason = next((n for n in result.notes if n.startswith("does not fit")), "over memory")
+        return dump({"status": "over_memory", "reason": reason, **flatten(result.to_dict())})
     return dump({"status": "ok", "reason": None, **flatten(result.to_dict())})
 
 

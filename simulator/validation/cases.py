@@ -13,6 +13,10 @@ Categories and their units (SI, as everywhere in the simulator):
 * ``collective_busbw``: nccl-tests bus bandwidth, GB/s (a display unit, as the sources).
 * ``layer_time``: seconds for one transformer layer's forward (``-fwd``) or backward (``-bwd``).
 * ``ep_alltoall``: MoE all-to-all bandwidth, GB/s (DeepEP's own metric; max 15 %).
+* ``peak_memory``: peak bytes the framework's allocator held on one GPU, decimal GB
+  (``validation/memory.yaml``: Megatron-LM's logged ``torch.cuda.memory_stats()``
+  ``allocated_bytes.all.peak``, which leaves out the CUDA context, NCCL's buffers and the
+  allocator's slack: the prediction is the stage's total less the framework allowance).
 
 Held-out cases are chosen by a fixed rule, before any constant is fitted: within each
 (category, topology) stratum, cases in file order, every third one (3rd, 6th, ...) is held
@@ -35,9 +39,10 @@ from ..config import load_workload
 from ..errors import ConfigError
 
 CATEGORIES = ("dense_step_time", "moe_step_time", "collective_busbw", "layer_time",
-              "ep_alltoall")
+              "ep_alltoall", "peak_memory")
+STEP_CATEGORIES = ("dense_step_time", "moe_step_time")
 UNITS = {"dense_step_time": "s", "moe_step_time": "s", "collective_busbw": "GB/s",
-         "layer_time": "s", "ep_alltoall": "GB/s"}
+         "layer_time": "s", "ep_alltoall": "GB/s", "peak_memory": "GB"}
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "validation"
 
 
@@ -61,6 +66,7 @@ class Case:
     assumptions: tuple[str, ...] = ()
     derived: str = ""  # how `measured` follows from the published figure
     holdout: bool = False
+    recipe: dict[str, Any] = field(default_factory=dict)  # the run's memory-relevant settings
 
     @property
     def unit(self) -> str:
@@ -97,7 +103,8 @@ def _common(group: dict) -> dict[str, Any]:
     return {"group": group["group"], "category": group["category"],
             "topology": group["topology"], "source": " ".join(str(group["source"]).split()),
             "topology_overrides": dict(group.get("topology_overrides") or {}),
-            "assumptions": tuple(group.get("assumptions") or ())}
+            "assumptions": tuple(group.get("assumptions") or ()),
+            "recipe": dict(group.get("recipe") or {})}
 
 
 def _expand(group: dict) -> list[Case]:
@@ -112,6 +119,13 @@ def _expand(group: dict) -> list[Case]:
             t, how = _step_time(group, row)
             spec = {"workload": group["workload"], "overrides": dict(row.get("set") or {})}
             out.append(Case(id=row["id"], measured=t, spec=spec, derived=how, **base))
+    elif cat == "peak_memory":
+        for row in group["cases"]:
+            spec = {"workload": group["workload"], "overrides": dict(row.get("set") or {}),
+                    "stage": row.get("stage", group.get("stage", "last"))}
+            out.append(Case(id=row["id"], measured=float(row["measured_GB"]), spec=spec,
+                            topology=row.get("topology", group["topology"]),
+                            **{k: v for k, v in base.items() if k != "topology"}))
     elif cat == "layer_time":
         for row in group["cases"]:
             for phase, key in (("fwd", "forward_ms"), ("bwd", "backward_ms")):

@@ -6,7 +6,10 @@
   timed by :func:`simulator.workload.cost.cost_ops` with the case's group placements, exactly
   as a training step costs each layer (TP collectives exposed unless overlapped);
 * collectives: :func:`simulator.collectives.collective_time` on ``topo.place(ranks, stride)``,
-  reported as nccl-tests bus bandwidth (:func:`simulator.collectives.bus_bandwidth`).
+  reported as nccl-tests bus bandwidth (:func:`simulator.collectives.bus_bandwidth`);
+* peak memory: :func:`simulator.memory.estimate_memory` for the logged stage (``"last"``:
+  Megatron logs from the last rank, which sits on the last pipeline stage), less the
+  framework allowance the allocator's peak does not see.
 
 ``topology_overrides`` (dotted paths, e.g. ``{"gpu.gemm_efficiency": 0.7}``) apply on top of a
 case's own overrides; they are how calibration explores constants without editing files.
@@ -20,6 +23,7 @@ from ..api import resolve, simulate_resolved
 from ..collectives import bus_bandwidth, collective_time
 from ..config import load_topology
 from ..hardware import Topology
+from ..memory import estimate_memory
 from ..workload.cost import CostContext, cost_ops
 from ..workload.layout import group_layout
 from ..workload.moe_dispatch import deepep_bandwidth
@@ -89,12 +93,23 @@ def predict_ep_alltoall(case: Case, topology_overrides: dict[str, Any] | None = 
                             d.get("max_nodes_per_token"), topo) / GB
 
 
+def predict_peak_memory(case: Case, topology_overrides: dict[str, Any] | None = None) -> float:
+    """Allocator peak of the case's stage, decimal GB (stage total less the framework)."""
+    w, t = resolve(case.spec["workload"], case.topology, case.spec["overrides"],
+                   _topo_overrides(case, topology_overrides))
+    report = estimate_memory(w, Topology.from_config(t))
+    stage = case.spec["stage"]
+    st = report.stages[-1] if stage == "last" else report.stages[int(stage)]
+    return (st.total - st.framework) / GB
+
+
 PREDICTORS = {
     "dense_step_time": predict_step_time,
     "moe_step_time": predict_step_time,
     "layer_time": predict_layer_time,
     "collective_busbw": predict_busbw,
     "ep_alltoall": predict_ep_alltoall,
+    "peak_memory": predict_peak_memory,
 }
 
 

@@ -74,7 +74,7 @@ class MoECost:
         m, p = w.model, w.parallelism
         assert m.moe is not None
         self.w, self.topo, self.moe = w, topo, m.moe
-        self.place = groups["ep"]
+        self._place = groups["ep"]
         self.ep = p.expert
         self.etp = p.etp
         self.h = m.hidden_size
@@ -90,10 +90,24 @@ class MoECost:
         base_gemms = sum(1 for o in self.base[0].ops if o.flops > 0)
         self.launches = launch_counts(len(self.base[0].ops) + (base_gemms if self.fp8 else 0),
                                       m.moe.num_experts // self.ep, self.fp8, graphed)
-        self.dispatcher = Dispatcher(m.moe.token_dispatcher_type, self.place, topo, self.ep,
-                                     self.tokens, self.h, m.moe.max_nodes_per_token)
+        self.dispatcher = self._dispatcher()
         self.shared = self._shared_seconds(m.moe.shared_expert_ffn_hidden_size / p.tensor, T)
         self._cache: dict[tuple[int, int], tuple[MoEPart, MoEPart]] = {}
+
+    @property
+    def place(self) -> Placement:
+        """Where the EP group sits; setting it re-places the dispatcher."""
+        return self._place
+
+    @place.setter
+    def place(self, value: Placement) -> None:
+        self._place = value
+        self.dispatcher = self._dispatcher()
+
+    def _dispatcher(self) -> Dispatcher:
+        moe = self.moe
+        return Dispatcher(moe.token_dispatcher_type, self._place, self.topo, self.ep,
+                          self.tokens, self.h, moe.max_nodes_per_token)
 
     def draws(self) -> list[RouterLoads]:
         """Every router draw costed so far, one per (layer, micro-batch)."""

@@ -232,13 +232,34 @@ def backward_of(ops: list[Op]) -> list[Op]:
     return out + pending
 
 
-def recompute_ops(w: Workload, fwd: list[Op]) -> list[Op]:
-    """Ops re-run before a layer's backward: the attention core (selective) or all (full)."""
-    mode = w.training.recompute
-    if mode == "full":
+# Forward ops each selective-recompute module re-runs before the backward (Megatron-Core
+# --recompute-modules); full recompute re-runs the whole layer.
+MODULE_OPS = {
+    "core_attn": ("attention", "attn_scores", "softmax_dropout", "attn_values"),
+    "layernorm": ("input_layernorm", "residual_layernorm"),
+    "mlp": ("tp_allgather_mlp", "fc1", "activation", "fc2", "tp_reduce_mlp"),
+    "shared_experts": ("tp_allgather_mlp", "fc1", "activation", "fc2", "tp_reduce_mlp"),
+}
+
+
+def recompute_ops(w: Workload, fwd: list[Op], moe_layer: bool = False) -> list[Op]:
+    """Ops re-run before a layer's backward: the whole layer under full recompute, the
+    listed modules' ops under selective recompute. ``mlp`` applies to dense layers,
+    ``shared_experts`` to an MoE layer's shared expert, ``moe_act`` adds the routed
+    experts' activation function (bandwidth-bound, ``T*k*f_e/etp`` elements read twice
+    and written once, as :func:`mlp_forward`); the whole routed block (``moe``) is
+    re-costed with the experts (:mod:`.moe_layer`). Recomputed ops count no model FLOPs."""
+    rc = w.training.recompute_plan
+    if rc.full:
         return [replace(o, name=o.name + "_recompute", model_flops=0.0) for o in fwd]
-    if mode == "selective":
-        return [replace(o, name=o.name + "_recompute", model_flops=0.0) for o in fwd
-                if o.kind == "attn" or o.name in ("attn_scores", "softmax_dropout",
-                                                   "attn_values")]
-    return []
+    skip = "mlp" if moe_layer else "shared_experts"
+    names = {n for mod in rc.modules if mod != skip for n in MODULE_OPS.get(mod, ())}
+    ops = [replace(o, name=o.name + "_recompute", model_flops=0.0) for o in fwd
+           if o.name in names]
+    moe = w.model.moe
+    if moe_layer and moe is not None and rc.has("moe_act") and not rc.has("moe"):
+        x = dims(w)
+        f_e = (moe.ffn_hidden_size or w.model.ffn) / w.parallelism.etp
+        ops.append(mem("expert_activation_recompute",
+                       x.T * moe.router_topk * f_e * x.e * (3 if x.glu else 2)))
+    return ops

@@ -4,29 +4,57 @@ Rules, in order:
 
 1. ``decoder_first_pipeline_num_layers`` / ``decoder_last_pipeline_num_layers``
    fix the first / last stage; the rest is spread evenly over the middle stages
-   (Megatron-Core's uneven pipeline split). The middle must divide evenly.
+   (Megatron-Core's uneven pipeline split). The middle must divide evenly; with
+   virtual pipelining each stage's layers split evenly over its ``vp`` chunks
+   (``get_num_layers_to_build``), so each count must divide by ``vp``.
+0. ``pipeline_model_parallel_layout`` (Megatron-Core's string, e.g. ``"Et*3|(tt|)*29|L"``)
+   gives every chunk's layers explicitly; it excludes the options below.
+1b. ``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split``
+   count the embedding / the loss as one layer: ``L + 1 (+1)`` split evenly over the
+   ``pp*vp`` chunks (it must divide), the first / last chunk builds one decoder layer
+   fewer (Megatron-Core ``transformer_block.get_num_layers_to_build``).
 2. Without them, if ``pp * vp`` divides the layers, every chunk gets the same count.
 3. Otherwise each chunk gets ``ceil(L / (pp*vp))`` and the surplus is taken one
    layer at a time from the outermost chunks (first, last, second, second-last...)
    because those also carry the embedding and the output layer. This is how
    Llama 3 405B placed 126 layers on 16 stages (7 on the first and last, 8
    elsewhere). The result says which rule was used in ``note``.
+
+The split is over the *global* chunks of one model copy; which global chunk
+each (stage, chunk) holds is the schedule's placement
+(:meth:`simulator.schedules.Schedule.place`): Megatron's interleaving puts
+global chunk ``c*p + s`` on stage ``s`` as chunk ``c``, a V shape ``s`` and
+``2p-1-s``, DualPipe stage ``s`` and ``p-1-s`` of two model copies. Layer ids
+of a chunk (:meth:`Partition.layer_ids`) are read here and nowhere else.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..config.workload import Workload
 from ..errors import ConfigError
+from ..schedules import get_schedule
 
 
 @dataclass(frozen=True)
 class Partition:
-    """``layers[stage][chunk]``: decoder layers of each virtual-stage chunk."""
+    """``layers[stage][chunk]``: decoder layers of each chunk a stage holds.
+
+    ``place[stage][chunk]``: the global chunk it holds (default Megatron's
+    ``c*p + s``); ``counts[g]``: layers of global chunk ``g``.
+    """
 
     layers: tuple[tuple[int, ...], ...]
     note: str
+    place: tuple[tuple[int, ...], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.place is None:
+            p = len(self.layers)
+            object.__setattr__(self, "place", tuple(
+                tuple(c * p + s for c in range(len(self.layers[s]))) for s in range(p)))
 
     def stage_layers(self, stage: int) -> int:
         return sum(self.layers[stage])
@@ -35,16 +63,56 @@ class Partition:
     def num_stages(self) -> int:
         return len(self.layers)
 
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """Layers per global chunk of one model copy."""
+        n = 1 + max(max(row) for row in self.place)
+        out = [0] * n
+        for row, lay in zip(self.place, self.layers, strict=True):
+            for g, k in zip(row, lay, strict=True):
+                out[g] = k
+        return tuple(out)
+
+    def layer_ids(self, stage: int, chunk: int) -> list[int]:
+        """Global 0-based decoder-layer indices of ``chunk`` on ``stage``."""
+        g = self.place[stage][chunk]
+        start = sum(self.counts[:g])
+        return list(range(start, start + self.layers[stage][chunk]))
+
+    def stage_layer_ids(self, stage: int) -> list[int]:
+        """Every decoder layer ``stage`` holds, chunk by chunk."""
+        return [i for c in range(len(self.layers[stage])) for i in self.layer_ids(stage, c)]
+
 
 def partition_layers(w: Workload) -> Partition:
     L = w.model.num_layers
     p = w.parallelism.pipeline
-    vp = w.parallelism.vp
+    sched = get_schedule(w.parallelism.pipeline_schedule)
+    vp = sched.chunks(w.parallelism.vp)
+    route = sched.route(p, w.parallelism.vp)
     first = w.parallelism.decoder_first_pipeline_num_layers
     last = w.parallelism.decoder_last_pipeline_num_layers
-    chunks = p * vp
-    if first is not None or last is not None:
-        counts, note = _explicit(L, p, vp, first, last)
+    chunks = route.chunks_per_copy
+    emb = w.parallelism.account_for_embedding_in_pipeline_split
+    loss = w.parallelism.account_for_loss_in_pipeline_split
+    layout = w.parallelism.pipeline_model_parallel_layout
+    if layout is not None and (emb or loss or first is not None or last is not None):
+        raise ConfigError("parallelism.pipeline_model_parallel_layout", layout,
+                          "cannot be combined with other pipeline layout arguments "
+                          "(Megatron-Core's rule)")
+    if (emb or loss) and (first is not None or last is not None):
+        raise ConfigError("parallelism.account_for_embedding_in_pipeline_split", emb,
+                          "cannot be combined with decoder_first/last_pipeline_num_layers "
+                          "(Megatron-Core's rule)")
+    if layout is not None:
+        counts, note = _from_layout(layout, L, chunks), f"layout {layout}"
+    elif first is not None or last is not None:
+        stage_of = [0] * chunks
+        for (s, _c), (_copy, g) in route.place.items():
+            stage_of[g] = s
+        counts, note = _explicit(L, p, chunks // p, first, last, stage_of)
+    elif emb or loss:
+        counts, note = _accounted(L, chunks, emb, loss)
     elif L % chunks == 0:
         counts, note = [L // chunks] * chunks, f"even split: {L // chunks} layers per chunk"
     else:
@@ -56,9 +124,9 @@ def partition_layers(w: Workload) -> Partition:
             raise ConfigError("parallelism.pipeline", p,
                               f"pipeline*virtual_pipeline ({chunks}) must not exceed "
                               f"num_layers ({L})")
-    # Virtual chunk c of stage s is global chunk c*p + s (Megatron's interleaving order).
-    layers = tuple(tuple(counts[c * p + s] for c in range(vp)) for s in range(p))
-    return Partition(layers=layers, note=note)
+    place = tuple(tuple(route.place[(s, c)][1] for c in range(vp)) for s in range(p))
+    layers = tuple(tuple(counts[g] for g in row) for row in place)
+    return Partition(layers=layers, note=note, place=place)
 
 
 def _outer_first(L: int, chunks: int) -> list[int]:
@@ -77,10 +145,55 @@ def _outer_first(L: int, chunks: int) -> list[int]:
     return counts
 
 
-def _explicit(L: int, p: int, vp: int, first: int | None, last: int | None):
-    if vp > 1:
-        raise ConfigError("parallelism.decoder_first_pipeline_num_layers", first,
-                          "uneven first/last stages are not supported with virtual_pipeline > 1")
+def parse_layout(layout: str) -> list[str]:
+    """Megatron-Core's layout string as one string of layer letters per chunk: commas are
+    cosmetic, ``(...)*n`` and ``x*n`` repeat (``PipelineParallelLayerLayout.parse_str_to_list``,
+    megatron/core/transformer/pipeline_parallel_layer_layout.py)."""
+    text = layout.replace(",", "")
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        text = re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), text)
+    return text.split("|")
+
+
+def _from_layout(layout: str, L: int, chunks: int) -> list[int]:
+    field = "parallelism.pipeline_model_parallel_layout"
+    segments = parse_layout(layout)
+    bad = sorted(set("".join(segments)) - set("EtL"))
+    if bad:
+        raise ConfigError(field, layout, f"letter {bad[0]!r}: use E (embedding), t (decoder "
+                          "layer), L (loss); MTP layers (m) are not modelled here")
+    if len(segments) != chunks:
+        raise ConfigError(field, layout, f"has {len(segments)} stages; pipeline * "
+                          f"virtual_pipeline is {chunks}")
+    counts = [seg.count("t") for seg in segments]
+    if sum(counts) != L:
+        raise ConfigError(field, layout, f"places {sum(counts)} decoder layers; the model "
+                          f"has {L}")
+    if "E" not in segments[0] or "L" not in segments[-1] or \
+            "".join(segments).count("E") != 1 or "".join(segments).count("L") != 1:
+        raise ConfigError(field, layout, "needs one E in the first stage and one L in the "
+                          "last (the simulator places the embedding and the loss there)")
+    return counts
+
+
+def _accounted(L: int, chunks: int, emb: bool, loss: bool) -> tuple[list[int], str]:
+    total = L + emb + loss
+    if total % chunks:
+        raise ConfigError("parallelism.pipeline", chunks,
+                          f"pipeline*virtual_pipeline ({chunks}) must divide num_layers "
+                          f"plus the accounted embedding/loss ({total})")
+    per = total // chunks
+    counts = [per] * chunks
+    counts[0] -= emb
+    counts[-1] -= loss
+    if min(counts) < 0:
+        raise ConfigError("parallelism.pipeline", chunks, "leaves a chunk below zero layers")
+    return counts, (f"{per} layers per chunk with the embedding / loss counted as a layer: "
+                    f"first {counts[0]}, last {counts[-1]}")
+
+
+def _explicit(L: int, p: int, vp: int, first: int | None, last: int | None,
+              stage_of: list[int]) -> tuple[list[int], str]:
     fixed = (first or 0) + (last or 0)
     middle_stages = p - (first is not None) - (last is not None)
     rest = L - fixed
@@ -91,9 +204,15 @@ def _explicit(L: int, p: int, vp: int, first: int | None, last: int | None):
                           f"{middle_stages} middle stages: they must divide evenly "
                           f"(num_layers={L}, pipeline={p})")
     mid = rest // middle_stages if middle_stages else 0
-    counts = [mid] * p
+    stages = [mid] * p
     if first is not None:
-        counts[0] = first
+        stages[0] = first
     if last is not None:
-        counts[-1] = last
-    return counts, f"uneven split: first={counts[0]}, last={counts[-1]}, middle={mid}"
+        stages[-1] = last
+    if any(n % vp for n in stages):
+        raise ConfigError("parallelism.virtual_pipeline", vp,
+                          f"must divide each stage's layers (first={stages[0]}, "
+                          f"middle={mid}, last={stages[-1]}) to split them over chunks")
+    # each global chunk holds its stage's layers / vp (Megatron: c*p + s on stage s)
+    counts = [stages[stage_of[g]] // vp for g in range(p * vp)]
+    return counts, f"uneven split: first={stages[0]}, last={stages[-1]}, middle={mid}"

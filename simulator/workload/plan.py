@@ -20,16 +20,19 @@ from ..collectives import collective_time
 from ..compute import BYTES, optimizer_time
 from ..config.workload import Workload
 from ..engine import EngineInput
+from ..errors import ConfigError
 from ..hardware import Placement, Topology
-from ..memory.parameters import StageParams, stage_layer_indices, stage_params
+from ..memory.activations import activation_bytes_per_layer
 from ..moe import is_moe_layer
-from ..schedules import build_schedule
 from .context import make_attention
 from .cost import CostContext, Phase, TimedOp, cost_ops
-from .layout import group_layout
+from .layout import group_layout, strides
 from .moe_layer import MoECost, MoEPart, add_ep_breakdown
 from .ops import backward_of, dims, embedding_forward, layer_forward, output_forward, recompute_ops
-from .partition import Partition, partition_layers
+from .params import StageParams
+from .partition import Partition
+from .shape import PlanShape, plan_shape
+from .wgrad import wgrad_time
 
 GRAD_BYTES = 4  # fp32 gradient reduction (Megatron's default for bf16 training)
 PARAM_BYTES = BYTES["bf16"]
@@ -51,6 +54,7 @@ class Plan:
     notes: list[str]
     imbalance: dict[str, float] = field(default_factory=dict)
     moe: MoECost | None = None
+    shape: PlanShape | None = None
     ep_breakdown: list[dict[str, float]] = field(default_factory=list)  # per stage, seconds
 
 
@@ -58,7 +62,8 @@ class _Builder:
     def __init__(self, w: Workload, topo: Topology):
         p, tr = w.parallelism, w.training
         self.w, self.topo = w, topo
-        self.part = partition_layers(w)
+        self.shape = plan_shape(w)
+        self.part = self.shape.partition
         self.groups = group_layout(w, topo)
         x = dims(w)
         self.ctx = CostContext(topo=topo, groups=self.groups, dtype=tr.precision,
@@ -67,54 +72,102 @@ class _Builder:
                                async_grad_allreduce=tr.async_tensor_model_parallel_allreduce)
         self.dense = self._layer(None)
         shared = w.model.moe.shared_expert_ffn_hidden_size if w.model.moe else 0
-        self.moe_base = self._layer(shared) if w.model.moe else None
+        self.moe_base = self._layer(shared, moe_layer=True) if w.model.moe else None
         self.moe = MoECost(w, topo, self.groups, x.T, self.moe_base) if w.model.moe else None
-        self.full_recompute = tr.recompute == "full"
-        self._layer_ids: dict[tuple[int, int], list[int]] = {}
         self.ep_parts: list[MoEPart] = []  # MoE parts of the last chunk() call
+        self.rc = rc = tr.recompute_plan
+        self.recompute_moe = rc.full or rc.has("moe")
+        # full recompute, block method: layers past recompute_num_layers keep their
+        # activations, so their backward re-runs nothing
+        self.dense_plain_bwd = cost_ops(backward_of(layer_forward(w)), self.ctx)
+        self.moe_plain_bwd = (cost_ops(backward_of(layer_forward(w, shared)), self.ctx)
+                              if self.moe else None)
+        self.offload_layers = tr.cpu_offloading_num_layers if tr.cpu_offloading else 0
+        self.offload = self._offload_waits(topo) if self.offload_layers else None
         emb, out = embedding_forward(w), output_forward(w)
         self.embed = (cost_ops(emb, self.ctx), cost_ops(backward_of(emb), self.ctx))
         self.output = (cost_ops(out, self.ctx), cost_ops(backward_of(out), self.ctx))
+        # W (weight-gradient GEMMs) of each kind of block, for B/W-split schedules
+        self.w_dense = wgrad_time(layer_forward(w, None), self.ctx)
+        self.w_moe_base = wgrad_time(layer_forward(w, shared), self.ctx) if self.moe else 0.0
+        self.w_output = wgrad_time(out, self.ctx)
 
-    def _layer(self, ffn: int | None) -> tuple[Phase, Phase]:
+    def _layer(self, ffn: int | None, moe_layer: bool = False) -> tuple[Phase, Phase]:
         fwd = layer_forward(self.w, ffn)
         return (cost_ops(fwd, self.ctx),
-                cost_ops(recompute_ops(self.w, fwd) + backward_of(fwd), self.ctx))
+                cost_ops(recompute_ops(self.w, fwd, moe_layer) + backward_of(fwd), self.ctx))
+
+    def _offload_waits(self, topo: Topology) -> tuple[Phase, Phase]:
+        """Per offloaded layer, the time the compute stream waits on the host link.
+
+        Megatron-Core's CPU offloading (Transformer Engine ``get_cpu_offload_context``)
+        copies a layer's activations to the host on a side stream while the next layer
+        computes, and back while the previous layer's backward runs: each copy of
+        ``bytes / host_link`` seconds is hidden under one layer's forward (backward)
+        and the rest stalls the compute stream. Units: seconds."""
+        bw = topo.gpu.host_link_bandwidth
+        if not bw:
+            raise ConfigError("topology.gpu.host_link_GBps", None,
+                              "is needed for training.cpu_offloading")
+        copy = activation_bytes_per_layer(self.w) / bw
+        out = []
+        for name, hide in (("offload_d2h_wait", self.dense[0].duration),
+                           ("offload_h2d_wait", self.dense[1].duration)):
+            wait = max(0.0, copy - hide)
+            out.append(Phase(duration=wait, compute=wait,
+                             ops=[TimedOp(name, "compute", 0.0, wait, 0.0, 0.0)] if wait else []))
+        return out[0], out[1]
+
+    def _dense(self, f: Phase, b: Phase, redo: int, plain: int, ops: bool) -> None:
+        """Append ``redo`` dense layers with recompute and ``plain`` without."""
+        f.extend(self.dense[0], redo + plain, ops)
+        b.extend(self.dense[1], redo, ops)
+        if plain:
+            b.extend(self.dense_plain_bwd, plain, ops)
 
     def chunk(self, s: int, c: int, mb: int, first: bool, last: bool, ops: bool):
-        """(forward, backward) phases of chunk c on stage s for micro-batch mb."""
+        """(forward, backward, W seconds) of chunk c on stage s for micro-batch mb."""
         w = self.w
         f, b = Phase(), Phase()
         self.ep_parts = []
+        wg = self.w_output if last else 0.0
         if first:
             f.extend(self.embed[0], ops=ops)
         if last:
             b.extend(self.output[1], ops=ops)
-        dense_run = 0
-        for layer in self._chunk_layers(s, c):
+        dense_run = plain_run = 0
+        for pos, layer in enumerate(self.shape.layer_ids(s, c)):
+            redo = self.rc.layer_recomputed(pos) or not self.rc.full
             if self.moe is None or not is_moe_layer(w.model.moe, layer):
-                dense_run += 1
+                dense_run += redo
+                plain_run += not redo
                 continue
-            f.extend(self.dense[0], dense_run, ops), b.extend(self.dense[1], dense_run, ops)
-            dense_run = 0
+            self._dense(f, b, dense_run, plain_run, ops)
+            wg += self.w_dense * (dense_run + plain_run)
+            dense_run = plain_run = 0
             fp, bp = self.moe.part(layer, mb, False), self.moe.part(layer, mb, True)
             self.ep_parts += [fp, bp]
+            wg += self.w_moe_base + bp.experts / 2
             f.extend(self.moe_base[0], ops=ops)
             f.extend(_moe_phase(fp, ops), ops=ops)
             b.extend(_moe_phase(bp, ops), ops=ops)
-            if self.full_recompute:
+            if self.recompute_moe and redo:
                 b.extend(_moe_phase(fp, ops), ops=ops)
-            b.extend(self.moe_base[1], ops=ops)
-        f.extend(self.dense[0], dense_run, ops), b.extend(self.dense[1], dense_run, ops)
+            b.extend(self.moe_base[1] if redo else self.moe_plain_bwd, ops=ops)
+        self._dense(f, b, dense_run, plain_run, ops)
+        wg += self.w_dense * (dense_run + plain_run)
+        moved = sum(layer < self.offload_layers for layer in self.shape.layer_ids(s, c))
+        if moved and self.offload is not None:
+            f.extend(self.offload[0], moved, ops), b.extend(self.offload[1], moved, ops)
         if last:
             self._mtp(f, b, mb, ops)
             f.extend(self.output[0], ops=ops)
         if first:
             b.extend(self.embed[1], ops=ops)
-        return f, b
+        return f, b, min(wg, b.duration)
 
     def _mtp(self, f: Phase, b: Phase, mb: int, ops: bool) -> None:
-        """Multi-token-prediction modules on the last stage: each one more decoder layer
+        """Multi-token-prediction modules on the last chunk: each one more decoder layer
         of the last layer's kind and one more output layer + loss (DeepSeek-V3 sec. 2.2)."""
         m = self.w.model
         for k in range(m.mtp_num_layers):
@@ -127,16 +180,6 @@ class _Builder:
             else:
                 f.extend(self.dense[0], ops=ops), b.extend(self.dense[1], ops=ops)
             f.extend(self.output[0], ops=ops), b.extend(self.output[1], ops=ops)
-
-    def _chunk_layers(self, s: int, c: int) -> list[int]:
-        """Global layer indices of chunk c on stage s (cached: MoE plans ask once per
-        micro-batch)."""
-        key = (s, c)
-        if key not in self._layer_ids:
-            ids = stage_layer_indices(self.part, s)
-            before = sum(self.part.layers[s][:c])
-            self._layer_ids[key] = ids[before:before + self.part.layers[s][c]]
-        return self._layer_ids[key]
 
 
 def _moe_phase(part: MoEPart, ops: bool) -> Phase:
@@ -153,29 +196,35 @@ def _moe_phase(part: MoEPart, ops: bool) -> Phase:
 def build_plan(w: Workload, topo: Topology) -> Plan:
     bld = _Builder(w, topo)
     p = w.parallelism
-    P, V, M = p.pipeline, p.vp, w.num_microbatches
-    fwd, bwd = np.zeros((P, V, M)), np.zeros((P, V, M))
+    P, V, M = p.pipeline, bld.shape.chunks, w.num_microbatches
+    schedule = bld.shape.schedule.steps(P, M, p.vp)
+    fwd, bwd, wgrad = np.zeros((P, V, M)), np.zeros((P, V, M)), np.zeros((P, V, M))
+    fwd_ep, bwd_ep = np.zeros((P, V, M)), np.zeros((P, V, M))
     phases: dict[tuple[str, int, int], Phase] = {}
     totals = [dict.fromkeys(AXES, 0.0) for _ in range(P)]
     ep_totals: list[dict[str, float]] = [{} for _ in range(P)]
     varies = bld.moe is not None and not bld.moe.deterministic  # per micro-batch draws
     for s in range(P):
+        runs = _microbatches(schedule[s], V)
         for c in range(V):
-            first, last = s == 0 and c == 0, s == P - 1 and c == V - 1
-            for mb in range(M if varies else 1):
-                f, b = bld.chunk(s, c, mb, first, last, ops=mb == 0)
-                if mb == 0:
+            first, last = bld.shape.first(s, c), bld.shape.last(s, c)
+            mbs = runs[c]
+            for k, mb in enumerate(mbs if varies else mbs[:1]):
+                f, b, wg = bld.chunk(s, c, mb, first, last, ops=k == 0)
+                if k == 0:
                     phases[("F", s, c)], phases[("B", s, c)] = f, b
-                sl = slice(mb, mb + 1) if varies else slice(None)
-                fwd[s, c, sl], bwd[s, c, sl] = f.duration, b.duration
-                weight = 1 if varies else M
+                sl = [mb] if varies else mbs
+                fwd[s, c, sl], bwd[s, c, sl], wgrad[s, c, sl] = f.duration, b.duration, wg
+                fwd_ep[s, c, sl], bwd_ep[s, c, sl] = f.exposed.get("ep", 0.0), \
+                    b.exposed.get("ep", 0.0)
+                weight = 1 if varies else len(mbs)
                 for part in bld.ep_parts:
                     add_ep_breakdown(ep_totals[s], part, weight)
                 for ph in (f, b):
                     totals[s]["compute"] += ph.compute * weight
                     for axis in ("tp", "cp", "ep"):
                         totals[s][axis] += ph.exposed.get(axis, 0.0) * weight
-    params = [stage_params(w, bld.part, s) for s in range(P)]
+    params = list(bld.shape.params)
     notes = [bld.part.note] if "even split" not in bld.part.note else []
     imbalance = {}
     if bld.ctx.attention is not None:
@@ -183,9 +232,11 @@ def build_plan(w: Workload, topo: Topology) -> Plan:
     if bld.moe is not None:
         imbalance.update(_moe_imbalance(bld.moe))
     return Plan(workload=w, topo=topo, partition=bld.part, groups=bld.groups, phases=phases,
-                engine_input=_engine_input(w, topo, bld, fwd, bwd, params),
+                engine_input=_engine_input(w, topo, bld, schedule, (fwd, bwd, wgrad, fwd_ep,
+                                                                        bwd_ep), params),
                 stage_params=params, totals=totals, notes=notes, imbalance=imbalance,
-                moe=bld.moe, ep_breakdown=ep_totals if bld.moe is not None else [])
+                moe=bld.moe, shape=bld.shape,
+                ep_breakdown=ep_totals if bld.moe is not None else [])
 
 
 def _moe_imbalance(moe: MoECost) -> dict[str, float]:
@@ -217,18 +268,32 @@ def _buckets(params: float, dp: int, group: Placement, topo: Topology, dist_opt:
     return [(collective_time(op, nbytes, group, topo), nbytes)] * n
 
 
-def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
+def _microbatches(steps, chunks: int) -> list[list[int]]:
+    """Micro-batches each chunk of a stage forwards (DualPipe: half per direction)."""
+    runs: list[list[int]] = [[] for _ in range(chunks)]
+    for x in steps:
+        if x.phase == "F":
+            runs[x.chunk].append(x.mb)
+    return [sorted(r) for r in runs]
+
+
+def _engine_input(w: Workload, topo: Topology, bld: _Builder, schedule, tables,
                   params: list[StageParams]) -> EngineInput:
     p, tr = w.parallelism, w.training
+    fwd, bwd, wgrad, fwd_ep, bwd_ep = tables
+    sched = bld.shape.schedule
     g = bld.groups
     x = dims(w)
-    P, V = p.pipeline, p.vp
+    P, V = p.pipeline, bld.shape.chunks
     act = x.Tn * x.h * x.e  # SP sends the sequence-parallel shard between stages
     p2p = collective_time("send_recv", act, g["pp"], topo) if P > 1 else 0.0
-    dense_shard = p.data * p.context if tr.distributed_optimizer else 1
-    edp = g["edp"].size if tr.distributed_optimizer else 1
+    dense_shard, edp = bld.shape.dense_shard, bld.shape.expert_shard
     buckets, sizes, opt, ag, ag_bytes = [], [], [], [], []
     grad_bytes = GRAD_BYTES if tr.grad_reduce_in_fp32 else BYTES["bf16"]
+    # Two model copies (DualPipe): each chunk's gradient is first summed with its twin's on
+    # stage p-1-s, an all-reduce of two ranks placed as the farthest pipeline pair.
+    twin = topo.place(2, strides(w)["pp"] * (P - 1)) \
+        if sched.param_copies(P, p.vp) > 1 and P > 1 else None
     for s in range(P):
         sp = params[s]
         per_chunk = bld.part.layers[s]
@@ -236,7 +301,9 @@ def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
         row = []
         for c in range(V):
             share = per_chunk[c] / total_layers
-            row.append(_buckets(sp.dense * share, dense_shard, g["dp_cp"], topo,
+            pair = (sp.dense + sp.expert) * share * grad_bytes
+            row.append(([(collective_time("all_reduce", pair, twin, topo), pair)] if twin else [])
+                       + _buckets(sp.dense * share, dense_shard, g["dp_cp"], topo,
                                 tr.distributed_optimizer, grad_bytes)
                        + _buckets(sp.expert * share, edp, g["edp"], topo,
                                   tr.distributed_optimizer, grad_bytes))
@@ -250,7 +317,8 @@ def _engine_input(w: Workload, topo: Topology, bld: _Builder, fwd, bwd,
         ag.append(gather)
         ag_bytes.append((sp.dense + sp.expert) * PARAM_BYTES if gather else 0.0)
     return EngineInput(
-        schedule=build_schedule(p.pipeline_schedule, P, w.num_microbatches, V),
+        schedule=schedule, route=bld.shape.route, post_validation=sched.post_validation,
+        wgrad=wgrad if sched.uses_w else None, fwd_ep=fwd_ep, bwd_ep=bwd_ep,
         fwd=fwd, bwd=bwd, p2p=np.full(P, p2p), dp_buckets=buckets,
         optimizer=np.array(opt), param_gather=np.array(ag),
         overlap_grad_reduce=tr.overlap_grad_reduce,

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 from ..config.workload import Workload
 from ..errors import ConfigError
-from ..workload.mla import attention_params as mla_attention_params
-from ..workload.partition import Partition
-from .activations import is_moe_layer
+from ..moe import is_moe_layer
+from .mla import attention_params as mla_attention_params
+from .partition import Partition
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,8 @@ def mtp_params(w: Workload) -> StageParams:
     if not k:
         return StageParams(dense=0.0, expert=0.0)
     h = w.model.hidden_size
-    lp = layer_params(w, is_moe_layer(w, w.model.num_layers - 1))
+    moe = w.model.moe
+    lp = layer_params(w, moe is not None and is_moe_layer(moe, w.model.num_layers - 1))
     return StageParams(dense=k * (lp.dense + 2.0 * h + 2.0 * h * h / w.parallelism.tensor),
                        expert=k * lp.expert)
 
@@ -88,38 +89,36 @@ def padded_vocab(w: Workload) -> int:
 
 
 def stage_layer_indices(partition: Partition, stage: int) -> list[int]:
-    """Global 0-based decoder-layer indices on ``stage``; chunk c of stage s is global
-    chunk ``c*p + s`` (Megatron's interleaving order)."""
-    p = partition.num_stages
-    vp = len(partition.layers[0])
-    counts = [partition.layers[g % p][g // p] for g in range(p * vp)]
-    out: list[int] = []
-    for c in range(vp):
-        g = c * p + stage
-        start = sum(counts[:g])
-        out.extend(range(start, start + counts[g]))
-    return out
+    """Global 0-based decoder-layer indices on ``stage`` (the schedule's placement)."""
+    return partition.stage_layer_ids(stage)
 
 
 def stage_params(w: Workload, partition: Partition, stage: int) -> StageParams:
-    """Parameters held by one GPU of ``stage``: its layers plus embedding / output layer."""
+    """Parameters held by one GPU of ``stage``: its layers plus embedding / output layer.
+
+    The embedding sits with global chunk 0, the output layer and final norm with
+    the last global chunk, wherever the schedule places them (DualPipe holds
+    both ends twice).
+    """
     dense = expert = 0.0
     cache: dict[bool, StageParams] = {}
     for layer in stage_layer_indices(partition, stage):
-        moe = is_moe_layer(w, layer)
-        lp = cache.setdefault(moe, layer_params(w, moe))
+        routed = w.model.moe is not None and is_moe_layer(w.model.moe, layer)
+        lp = cache.setdefault(routed, layer_params(w, routed))
         dense += lp.dense
         expert += lp.expert
     h, p = w.model.hidden_size, partition.num_stages
     table = padded_vocab(w) * h / w.parallelism.tensor
-    if stage == 0:
-        dense += table
-    if stage == p - 1:
-        mtp = mtp_params(w)
-        dense += h + mtp.dense  # final norm, multi-token-prediction modules
-        expert += mtp.expert
-        if w.model.untie_embeddings_and_output_weights or p > 1:
+    last_g = len(partition.counts) - 1
+    for g in partition.place[stage]:
+        if g == 0:
             dense += table
+        if g == last_g:
+            mtp = mtp_params(w)
+            dense += h + mtp.dense  # final norm, multi-token-prediction modules
+            expert += mtp.expert
+            if w.model.untie_embeddings_and_output_weights or p > 1:
+                dense += table
     return StageParams(dense=dense, expert=expert)
 
 

@@ -1,0 +1,62 @@
+"""Bytes per parameter of the model states: weights, FP8 copies, gradients, optimizer.
+
+Mixed-precision Adam keeps, per parameter (Rajbhandari et al. 2020, "ZeRO", Section 3.1;
+Megatron-LM ``docs/user-guide/features/dist_optimizer.md``: 18 bytes without the
+distributed optimizer, ``6 + 12/d`` with it):
+
+* **weights**, 2 bytes (bf16/fp16). With ``fp8_param_gather`` (NeMo: ``fp8_params``) the
+  weights *are* FP8 tensors, 1 byte, and no 16-bit copy exists.
+* **FP8 copies** (precision fp8 only). Megatron-Core passes ``is_first_microbatch`` to
+  Transformer Engine's linear layers unless ``disable_parameter_transpose_cache``
+  (``megatron/core/extensions/transformer_engine.py``, TELinear.forward; TransformerConfig
+  ``disable_parameter_transpose_cache``: "the parameter transposes are not cached for
+  subsequent iterations"), so TE keeps each weight's FP8 form across micro-batches: with
+  16-bit weights a cached FP8 copy (1 byte) and its transpose (1 byte: Hopper FP8 GEMMs
+  take only the TN layout, so the backward needs ``W^T`` in FP8); with FP8 weights only
+  the transpose (1 byte). Megatron-LM commit d98e8a64.
+* **gradients**: Megatron's ``main_grad`` buffer, full size on every rank (the distributed
+  optimizer is ZeRO-1): 4 bytes when gradients are accumulated and reduced in fp32 (the
+  bf16 default, ``accumulate_allreduce_grads_in_fp32``), 2 when they are reduced in bf16
+  (NeMo recipes: ``grad_sync_dtype: bf16``; Megatron ``--grad-reduce-in-bf16`` or
+  ``--main-grads-dtype bf16``). The fp32 copy the distributed optimizer makes of its own
+  gradient shard lives only during the optimizer step, after the activations are freed,
+  so it does not raise the peak and is left out.
+* **optimizer**: main (master) parameters and Adam's two moments, 4 + 4 + 4 bytes, or the
+  precision-aware optimizer's ``main_params_dtype``, ``exp_avg_dtype``,
+  ``exp_avg_sq_dtype`` (Megatron-Core ``--use-precision-aware-optimizer``; fp8 moments 1
+  byte). Sharded over the data x context ranks by the distributed optimizer (expert
+  parameters over the expert-data-parallel ranks).
+"""
+
+from __future__ import annotations
+
+from ..config.workload import TrainingConfig
+
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+WEIGHT_BYTES = 2.0  # bf16 / fp16 weights
+FP8_BYTES = 1.0  # one FP8 copy (weight or transpose)
+
+
+def weight_bytes(tr: TrainingConfig) -> float:
+    """Bytes per parameter of the weights the model holds (1 with FP8 weights)."""
+    return FP8_BYTES if tr.fp8_param_gather else WEIGHT_BYTES
+
+
+def fp8_copy_bytes(tr: TrainingConfig) -> float:
+    """Bytes per parameter of TE's cached FP8 forms: copy + transpose with 16-bit weights,
+    transpose only with FP8 weights, none outside FP8 training."""
+    if tr.precision != "fp8":
+        return 0.0
+    return FP8_BYTES if tr.fp8_param_gather else 2 * FP8_BYTES
+
+
+def grad_bytes(tr: TrainingConfig) -> float:
+    """Bytes per parameter of the main-grad buffer: 4 (fp32) or 2 (bf16)."""
+    return 4.0 if tr.grads_in_fp32 else 2.0
+
+
+def optimizer_bytes(tr: TrainingConfig) -> float:
+    """Bytes per parameter of the optimizer state before sharding: main params + moments
+    (12 for fp32 Adam)."""
+    return (DTYPE_BYTES[tr.main_params_dtype] + DTYPE_BYTES[tr.exp_avg_dtype]
+            + DTYPE_BYTES[tr.exp_avg_sq_dtype])

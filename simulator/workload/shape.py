@@ -1,0 +1,77 @@
+"""The plan's shape: everything about a plan that follows from its sizes alone, computed once.
+
+Given a workload (model, batch, parallel plan) and nothing about hardware,
+:func:`plan_shape` derives, in one place:
+
+* the schedule (:mod:`simulator.schedules`) and its send rule (:class:`Route`);
+* the layer split: decoder-layer ids per (stage, chunk)
+  (:class:`~.partition.Partition`, placed as the schedule says);
+* parameters per GPU of each stage (:class:`~.params.StageParams`);
+* the local sequence per CP rank, ``seq_length / context``;
+* the expert-data-parallel size ``DP*CP*TP / (EP*ETP)`` and the optimizer
+  shards: dense parameters are sharded over ``DP*CP``, expert parameters over
+  expert-DP, when the distributed optimizer is on (else 1);
+* micro-batches in flight per stage at the activation peak, and how many of
+  them only hold W-deferred tensors (zero-bubble schedules).
+
+The memory model, the validation, the plan builder, the search and the
+reports read these instead of recomputing them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config.workload import Workload
+from ..schedules import Route, Schedule, get_schedule
+from .params import StageParams, expert_data_parallel, stage_params
+from .partition import Partition, partition_layers
+
+
+@dataclass(frozen=True)
+class PlanShape:
+    schedule: Schedule
+    route: Route
+    partition: Partition
+    params: tuple[StageParams, ...]  # per stage, one GPU
+    local_seq: float  # tokens of the sequence on one CP rank
+    expert_dp: int
+    dense_shard: int  # optimizer shard of dense parameters
+    expert_shard: int  # optimizer shard of expert parameters
+    in_flight: tuple[float, ...]  # micro-batches of activations held, per stage
+    w_deferred: tuple[float, ...]  # of which held only for a deferred W, per stage
+    microbatches: int
+    chunks: int  # chunks per stage
+
+    @property
+    def stages(self) -> int:
+        return self.partition.num_stages
+
+    def layer_ids(self, stage: int, chunk: int) -> list[int]:
+        return self.partition.layer_ids(stage, chunk)
+
+    def first(self, stage: int, chunk: int) -> bool:
+        """Whether (stage, chunk) holds the embedding."""
+        return self.route.first(stage, chunk)
+
+    def last(self, stage: int, chunk: int) -> bool:
+        """Whether (stage, chunk) holds the output layer and the loss."""
+        return self.route.last(stage, chunk)
+
+
+def plan_shape(w: Workload) -> PlanShape:
+    """The shape of ``w``'s plan; raises ConfigError if the layer split is impossible."""
+    par, tr = w.parallelism, w.training
+    sched = get_schedule(par.pipeline_schedule)
+    p, v, m = par.pipeline, par.vp, w.num_microbatches
+    part = partition_layers(w)
+    edp = expert_data_parallel(w) if w.model.moe is not None else 1
+    return PlanShape(
+        schedule=sched, route=sched.route(p, v), partition=part,
+        params=tuple(stage_params(w, part, s) for s in range(p)),
+        local_seq=w.model.seq_length / par.context, expert_dp=edp,
+        dense_shard=par.data * par.context if tr.distributed_optimizer else 1,
+        expert_shard=edp if tr.distributed_optimizer else 1,
+        in_flight=tuple(sched.in_flight(p, m, v, s) for s in range(p)),
+        w_deferred=tuple(sched.w_deferred(p, m, v, s) for s in range(p)),
+        microbatches=m, chunks=sched.chunks(v))

@@ -1,0 +1,47 @@
+"""The full plan check: the configuration's own cross-field rules, then the plan's shape.
+
+:func:`simulator.config.validate.check_config` relates fields to each other and
+to the cluster without knowing how a plan is laid out. The rules that need
+the layout live here, one layer up, because only ``workload`` knows it:
+
+* the schedule accepts ``(pipeline, micro-batches, virtual_pipeline)``
+  (:meth:`simulator.schedules.Schedule.check`: interleaving needs ``m % p == 0``,
+  DualPipe an even ``p`` and ``m >= 2p``, ...);
+* the layer split of :func:`.partition.partition_layers` is valid;
+* parameters per GPU stay below :data:`MAX_PARAMS_PER_GPU` (a plan over it
+  does not fit any GPU by far).
+
+Every caller that validates a plan (``resolve``, the sweep, the search) calls
+:func:`check_plan` here. Each rule raises :class:`~simulator.errors.ConfigError`.
+"""
+
+from __future__ import annotations
+
+from ..config.topology import TopologyConfig
+from ..config.validate import check_config
+from ..config.workload import Workload
+from ..errors import ConfigError
+from ..schedules import get_schedule
+from .params import stage_params
+from .partition import partition_layers
+
+MAX_PARAMS_PER_GPU = 1e12  # 2 TB of bf16 weights, ten times any GPU's memory
+
+
+def check_plan(w: Workload, topo: TopologyConfig) -> None:
+    """Raise ConfigError for the first rule the plan breaks."""
+    check_config(w, topo)
+    par = w.parallelism
+    get_schedule(par.pipeline_schedule).check(par.pipeline, w.num_microbatches, par.vp)
+    _check_params(w)
+
+
+def _check_params(w: Workload) -> None:
+    part = partition_layers(w)
+    deepest = max(range(part.num_stages), key=part.stage_layers)
+    for stage in sorted({0, deepest, part.num_stages - 1}):  # embedding, layers, output
+        n = stage_params(w, part, stage).total
+        if n > MAX_PARAMS_PER_GPU:
+            raise ConfigError("model", f"{n:.3g} parameters per GPU on stage {stage}",
+                              f"at most {MAX_PARAMS_PER_GPU:.0e} are modelled (2 TB of bf16 "
+                              "weights): add tensor, pipeline or expert parallelism")

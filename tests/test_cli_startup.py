@@ -1,0 +1,84 @@
+"""Start-up hygiene: what `import simulator` and the CLI load, and the CLI's table of commands.
+
+The speed itself is a benchmark (benchmarks/bench_startup.py); here we only check, in a
+fresh interpreter, that the heavy optional libraries stay out of sys.modules.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import simulator
+from simulator.cli import main as cli
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("pandas", "matplotlib", "dask", "distributed", "pyarrow")
+
+
+def _loaded_after(code: str) -> list[str]:
+    probe = (f"import sys\n{code}\n"
+             f"import json; print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def test_import_simulator_loads_no_heavy_library():
+    assert _loaded_after("import simulator") == []
+
+
+def test_cli_run_loads_no_heavy_library():
+    code = ("from simulator.cli.main import main\n"
+            "assert main(['run', 'tiny', '-t', 'dgx-h100', '--format', 'json']) == 0")
+    assert _loaded_after(code) == []
+
+
+def test_sweep_and_search_are_the_functions_even_after_the_subpackage_loads():
+    pkg = importlib.import_module("simulator.sweep")
+    assert simulator.sweep is pkg.sweep and simulator.search is pkg.search
+    from simulator import search, sweep
+    assert callable(sweep) and callable(search)
+    assert {"sweep", "search"} <= set(dir(simulator))
+
+
+def test_command_table_help_matches_each_module():
+    for name, (module, help_) in cli.COMMANDS.items():
+        mod = importlib.import_module(module)
+        assert (name, help_) == (mod.NAME, mod.HELP), module
+
+
+def test_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in cli.COMMANDS)
+
+
+def test_bare_command_prints_usage_and_exits_2(capsys):
+    assert cli.main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: clustersim") and "run" in err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"clustersim {simulator.__version__}"
+
+
+def test_python_dash_m_simulator():
+    proc = subprocess.run([sys.executable, "-m", "simulator", "list", "--format", "json"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    names = json.loads(proc.stdout)
+    assert {"llama3-8b", "tiny"} <= set(names["workloads"])
+    assert {"dgx-h100", "gb200-nvl72"} <= set(names["topologies"])
+    assert "llama3-70b-plans" in names["sweeps"]

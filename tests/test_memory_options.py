@@ -1,0 +1,212 @@
+"""Megatron-Core memory options: each one's memory effect, by hand, and its compute effect."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simulator import simulate
+from simulator.api import resolve
+from simulator.config import load_topology, load_workload
+from simulator.errors import ConfigError
+from simulator.hardware import Topology
+from simulator.memory import activation_bytes_per_layer, estimate_memory, stage_params
+from simulator.sweep.tasks import simulate_task
+from simulator.workload.partition import parse_layout, partition_layers
+
+TP1 = {"parallelism.tensor": 1, "parallelism.data": 8, "parallelism.sequence_parallel": False}
+
+
+@pytest.fixture(scope="module")
+def h100() -> Topology:
+    return Topology.from_config(load_topology("dgx-h100"))
+
+
+def _states(w, h100):
+    st = estimate_memory(w, h100).stages[0]
+    n = stage_params(w, partition_layers(w), 0).total
+    return st, n
+
+
+def test_precision_aware_optimizer_bf16_state_is_6_bytes(h100):
+    w = load_workload("llama3-8b", {**TP1, "training.use_precision_aware_optimizer": True,
+                                    "training.main_params_dtype": "bf16",
+                                    "training.exp_avg_dtype": "bf16",
+                                    "training.exp_avg_sq_dtype": "fp8"})
+    st, n = _states(w, h100)
+    assert st.optimizer == pytest.approx((2 + 2 + 1) * n / 8)
+    with pytest.raises(ConfigError, match="use_precision_aware_optimizer"):
+        load_workload("llama3-8b", {"training.exp_avg_dtype": "bf16"})
+
+
+def test_bf16_main_grads_halve_the_grad_buffer(h100):
+    w = load_workload("llama3-8b", {**TP1, "training.grad_reduce_in_fp32": False})
+    st, n = _states(w, h100)
+    assert st.gradients == 2 * n
+    with pytest.raises(ConfigError, match="grad_reduce_in_fp32"):
+        load_workload("llama3-8b", {"training.use_precision_aware_optimizer": True,
+                                    "training.main_grads_dtype": "bf16"})
+
+
+@pytest.mark.parametrize("gather,weights,copies", [(False, 2, 2), (True, 1, 1)])
+def test_fp8_weights_and_te_copies(h100, gather, weights, copies):
+    w = load_workload("llama3-8b", {**TP1, "training.precision": "fp8",
+                                    "training.fp8_param_gather": gather})
+    st, n = _states(w, h100)
+    assert (st.parameters, st.fp8_weight_copies) == (weights * n, copies * n)
+
+
+def test_fp8_param_gather_needs_fp8():
+    with pytest.raises(ConfigError, match="precision: fp8"):
+        load_workload("llama3-8b", {"training.fp8_param_gather": True})
+
+
+def _sel(modules, **over):
+    return load_workload("llama3-8b", {"parallelism.sequence_parallel": True,
+                                       "parallelism.tensor": 2, "parallelism.data": 4,
+                                       "training.recompute_granularity": "selective",
+                                       "training.recompute_modules": modules, **over})
+
+
+def test_selective_modules_drop_their_own_bytes():
+    base = activation_bytes_per_layer(_sel(["core_attn"]))
+    w = _sel(["core_attn"])
+    s, b, h, t, f = w.model.seq_length, 1, w.model.hidden_size, 2, w.model.ffn
+    # layernorm: the two norm outputs (QKV and FC1 inputs), 2 bytes each, SP-sharded
+    assert base - activation_bytes_per_layer(_sel(["layernorm"])) == 4 * s * b * h / t
+    # mlp: the SwiGLU internals, 6 bytes per ffn unit, TP-sharded
+    assert base - activation_bytes_per_layer(_sel(["mlp"])) == 6 * s * b * f / t
+    # shorthand selective = [core_attn]
+    short = load_workload("llama3-8b", {"parallelism.sequence_parallel": True,
+                                        "parallelism.tensor": 2, "parallelism.data": 4,
+                                        "training.recompute": "selective"})
+    assert activation_bytes_per_layer(short) == base
+
+
+def test_moe_act_drops_the_experts_activation_output():
+    w = load_workload("mixtral-8x7b")
+    rc = load_workload("mixtral-8x7b", {"training.recompute_granularity": "selective",
+                                        "training.recompute_modules": ["moe_act"]})
+    m, par = w.model, w.parallelism
+    s = m.seq_length / par.context
+    routed = s * w.training.micro_batch_size * m.moe.router_topk / par.tensor
+    f_e = m.moe.ffn_hidden_size or m.ffn
+    drop = activation_bytes_per_layer(w, True) - activation_bytes_per_layer(rc, True)
+    assert drop == pytest.approx(routed * 2 * f_e)
+    whole = load_workload("mixtral-8x7b", {"training.recompute_granularity": "selective",
+                                           "training.recompute_modules": ["moe"]})
+    assert activation_bytes_per_layer(whole, True) < activation_bytes_per_layer(rc, True)
+
+
+def test_recompute_arguments_are_checked():
+    with pytest.raises(ConfigError, match="contradicts"):
+        load_workload("tiny", {"training.recompute": "full",
+                               "training.recompute_granularity": "selective"})
+    with pytest.raises(ConfigError, match="recompute_modules"):
+        load_workload("tiny", {"training.recompute_granularity": "selective",
+                               "training.recompute_modules": ["attention"]})
+    with pytest.raises(ConfigError, match="full recompute only"):
+        load_workload("tiny", {"training.recompute_method": "block"})
+
+
+def _full(method, n, **over):
+    return load_workload("llama3-8b", {**TP1, "training.recompute_granularity": "full",
+                                       "training.recompute_method": method,
+                                       "training.recompute_num_layers": n, **over})
+
+
+def test_full_recompute_uniform_and_block_by_hand(h100):
+    w = _full("uniform", 4)
+    keep, whole = (activation_bytes_per_layer(w, recompute=r) for r in ("full", "none"))
+    ref = estimate_memory(load_workload("llama3-8b", {**TP1, "training.recompute": "none"}),
+                          h100).stages[0].activations - 32 * whole
+    # 32 layers in groups of 4: 8 kept inputs, one group of 4 re-run whole at a time
+    assert estimate_memory(w, h100).stages[0].activations == pytest.approx(
+        ref + 8 * keep + 4 * whole)
+    # block 10: 10 layers keep their input, 22 keep everything, working set one layer
+    assert estimate_memory(_full("block", 10), h100).stages[0].activations == pytest.approx(
+        ref + 10 * keep + 22 * whole + whole)
+
+
+def test_recompute_costs_time_in_the_backward():
+    over = {"model.num_layers": 8, "training.global_batch_size": 64}
+    none = simulate("llama3-8b", "dgx-h100", **over).step_time_s
+    sel = simulate("llama3-8b", "dgx-h100", **over, **{
+        "training.recompute_granularity": "selective",
+        "training.recompute_modules": ["core_attn", "mlp"]}).step_time_s
+    block = simulate("llama3-8b", "dgx-h100", **over, **{
+        "training.recompute_granularity": "full", "training.recompute_method": "block",
+        "training.recompute_num_layers": 2}).step_time_s
+    full = simulate("llama3-8b", "dgx-h100", **over, **{"training.recompute": "full"}
+                    ).step_time_s
+    assert none < sel < full and none < block < full
+
+
+def test_cpu_offloading_moves_activations_to_the_host(h100):
+    over = {**TP1, "parallelism.pipeline": 1}
+    w = load_workload("llama3-8b", over)
+    off = load_workload("llama3-8b", {**over, "training.cpu_offloading": True,
+                                      "training.cpu_offloading_num_layers": 8})
+    a, b = estimate_memory(w, h100).stages[0], estimate_memory(off, h100).stages[0]
+    per = activation_bytes_per_layer(w)
+    assert b.offloaded == pytest.approx(8 * per)
+    assert a.activations - b.activations == pytest.approx(7 * per)  # one layer stays as buffer
+    with pytest.raises(ConfigError, match="pipeline"):
+        load_workload("llama3-8b", {"training.cpu_offloading": True,
+                                    "training.cpu_offloading_num_layers": 2,
+                                    "parallelism.pipeline": 2})
+
+
+def test_pipeline_split_options():
+    w = load_workload("tiny", {"model.num_layers": 6, "parallelism.pipeline": 4,
+                               "parallelism.virtual_pipeline": 2,
+                               "parallelism.pipeline_schedule": "interleaved",
+                               "parallelism.account_for_embedding_in_pipeline_split": True,
+                               "parallelism.account_for_loss_in_pipeline_split": True,
+                               "training.global_batch_size": 64})
+    assert partition_layers(w).layers == ((0, 1), (1, 1), (1, 1), (1, 0))
+    uneven = load_workload("llama3-405b", {"parallelism.decoder_first_pipeline_num_layers": 6,
+                                           "parallelism.decoder_last_pipeline_num_layers": 8})
+    assert partition_layers(uneven).layers[0] == (3, 3)
+    assert partition_layers(uneven).layers[-1] == (4, 4)
+    assert parse_layout("E|(tt|)*2,(t|)*4,mL") == ["E", "tt", "tt", "t", "t", "t", "t", "mL"]
+    lay = load_workload("llama3-405b", {
+        "parallelism.pipeline_model_parallel_layout": "Et*3|(t*4|)*30,t*3L"})
+    assert partition_layers(lay).layers[0] == (3, 4)
+    assert partition_layers(lay).layers[-1] == (4, 3)
+    with pytest.raises(ConfigError, match="decoder layers"):
+        partition_layers(load_workload("llama3-405b", {
+            "parallelism.pipeline_model_parallel_layout": "Et*3|(t*4|)*30,t*2L"}))
+
+
+def test_cpu_offloading_is_charged_on_the_host_link():
+    over = {**TP1, "parallelism.pipeline": 1, "model.num_layers": 4,
+            "training.global_batch_size": 16}
+    off = {"training.cpu_offloading": True, "training.cpu_offloading_num_layers": 2}
+    base = simulate("llama3-8b", "dgx-h100", **over).step_time_s
+    slow = simulate("llama3-8b", "dgx-h100", **over, **off).step_time_s
+    fast = simulate("llama3-8b", "dgx-h100", topology_overrides={"gpu.host_link_GBps": 1e6},
+                    **over, **off).step_time_s
+    assert base < slow and fast == pytest.approx(base)
+    with pytest.raises(ConfigError, match="host_link_GBps"):
+        simulate("llama3-8b", "dgx-h100", topology_overrides={"gpu.host_link_GBps": None},
+                 **over, **off)
+
+
+def test_distributed_optimizer_shards_over_data_and_context(h100):
+    w = load_workload("llama3-8b", {**TP1, "parallelism.data": 4, "parallelism.context": 2})
+    st, n = _states(w, h100)
+    assert st.optimizer == pytest.approx(12 * n / 8)
+
+
+def test_sweep_marks_plans_over_memory_with_their_own_status():
+    over = {"model.num_layers": 4, "training.global_batch_size": 16}
+    w, t = resolve("llama3-8b", "dgx-h100", over)
+    ok = json.loads(simulate_task((w, t)))
+    assert ok["status"] == "ok" and ok["memory_margin_GB"] > 0
+    w2, _ = resolve("llama3-8b", "dgx-h100",
+                    {**over, "training.memory_headroom_GB": ok["memory_margin_GB"] + 1})
+    out = json.loads(simulate_task((w2, t)))
+    assert out["status"] == "over_memory" and "does not fit" in out["reason"]
+    assert out["step_time_s"] == pytest.approx(ok["step_time_s"])
