@@ -135,8 +135,8 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     host_bound = host / step if step > 0 else 0.0
     notes = list(plan.notes)
     if host_bound > 0.05:
-        notes.append(f"host launch-bound: the GPU waits {host_bound:.0%} of the step for the "
-                     f"CPU to issue kernels (training.cuda_graph_impl would cut launches)")
+        notes.append("host launch-bound: the GPU waits for the CPU to issue kernels "
+                     "(host_bound_fraction; training.cuda_graph_impl would cut launches)")
     return Result(
         workload=w.model.name, topology=topo.name, num_gpus=n, plan=_plan_dict(plan),
         step_time_s=step, tokens_per_s=tokens / step,
