@@ -15,10 +15,9 @@ import pytest
 from simulator.api import simulate
 from simulator.compute import memory_time
 from simulator.config import load_topology, load_workload
-from simulator.config.workload import Workload
+from simulator.config.workload import MoEConfig, Workload
 from simulator.errors import ConfigError
 from simulator.hardware import Topology
-from simulator.config.workload import MoEConfig
 from simulator.moe import alltoall_bytes, rng_for, route
 from simulator.workload.layout import group_layout
 from simulator.workload.model_params import model_params

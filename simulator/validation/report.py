@@ -30,10 +30,12 @@ BARS: dict[str, dict[str, float]] = {
     "peak_memory": {"median": 0.10, "max": 0.20},
 }
 TITLES = {"dense_step_time": "Dense training step time",
-          "moe_step_time": "MoE training step time (Megatron-Bridge, NeMo AutoModel, NeMo; H100 and GB200)",
+          "moe_step_time":
+          "MoE training step time (Megatron-Bridge, NeMo AutoModel, NeMo; H100 and GB200)",
           "collective_busbw":
           "NCCL collective bus bandwidth", "layer_time": "Per-layer time (one layer, "
-          "forward / backward)", "ep_alltoall": "MoE all-to-all bandwidth (DeepEP kernels, DeepEP's metric)",
+          "forward / backward)",
+          "ep_alltoall": "MoE all-to-all bandwidth (DeepEP kernels, DeepEP's metric)",
           "peak_memory": "Peak memory per GPU (allocator peak, Megatron-LM memory logs)"}
 GPU_FIELDS = ("gemm_efficiency", "gemm_half_dim", "fp8_gemm_efficiency", "attention_efficiency",
               "memory_bandwidth_efficiency", "kernel_overhead_us", "comm_overlap_slowdown")

@@ -31,7 +31,7 @@ import numpy as np
 from ..collectives import alltoall_time_uneven, collective_time
 from ..hardware import Placement, Topology
 from ..moe import RouterLoads, alltoall_bytes
-from ..moe.alltoall import _rank_shares
+from ..moe.alltoall import rank_shares
 
 
 class Dispatcher:
@@ -72,7 +72,7 @@ class Dispatcher:
 
     def _hier(self, loads: RouterLoads) -> tuple[float, float]:
         """Busiest rank's (NVLink, inter-node) elements of one DeepEP dispatch."""
-        share, kept = _rank_shares(loads, self.ep)
+        share, kept = rank_shares(loads, self.ep)
         nvl, rdma = deepep_tokens(share, loads.topk, self.local, self.max_nodes)
         scale = self.tokens * kept * self.h
         return float(nvl.max()) * scale, float(rdma.max()) * scale

@@ -19,9 +19,9 @@ layer ``i`` the host issues ``B_i`` and then ``A_{i+1}`` (no sync in between, so
 ``A_{i+1}`` is issued while the GPU still runs ``B_i``) and waits at the next sync.
 The GPU finishes ``B_i`` at ``max(g_B, h_B)`` and ``A_{i+1}`` no earlier than it was
 issued, so one layer's period is ``max(g_A + g_B, g_A + h_B, h_A + h_B)``.
-Without a sync the whole layer takes ``max(gpu, host)``. CUDA graphs (``training.cuda_graph_impl`` with
-``cuda_graph_scope``) replace a graphed part's launches by one graph launch
-(Megatron-Core ``--cuda-graph-scope attn moe_router moe_preprocess``).
+Without a sync the whole layer takes ``max(gpu, host)``. CUDA graphs
+(``training.cuda_graph_impl`` with ``cuda_graph_scope``) replace a graphed part's
+launches by one graph launch (Megatron-Core ``--cuda-graph-scope attn moe_router moe_preprocess``).
 
 Kernel counts per micro-batch (Megatron-Core ``MoELayer.forward``: router,
 ``dispatch_preprocess``, ``token_dispatch``, ``GroupedMLP``/TE ``GroupedLinear``,

@@ -44,8 +44,7 @@ from ..hardware import Placement, Topology
 from ..moe import RouterLoads, rng_for, route
 from .cost import Phase
 from .moe_dispatch import Dispatcher
-from .moe_host import (BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes,
-                       launch_counts)
+from .moe_host import BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes, launch_counts
 
 
 @dataclass(frozen=True)
