@@ -21,10 +21,12 @@ from .api import plan, simulate
 from .errors import ConfigError
 from .metrics import Result
 
-__all__ = ["ConfigError", "Result", "__version__", "plan", "search", "simulate", "sweep"]
+__all__ = ["ConfigError", "Result", "__version__", "plan", "search", "sensitivity", "simulate",
+           "sweep"]
 
 # Public functions defined in the ``simulator.sweep`` subpackage, loaded on first access.
-_LAZY = {"sweep": "simulator.sweep", "search": "simulator.sweep"}
+_LAZY = {"sweep": "simulator.sweep", "search": "simulator.sweep",
+         "sensitivity": "simulator.sensitivity"}
 
 
 class _Package(types.ModuleType):

@@ -1,4 +1,8 @@
-"""Calibration: every measured NCCL bus bandwidth is predicted within 15% by the topology files.
+"""Calibration: every measured NCCL bus bandwidth is predicted within 3% by the topology files.
+
+The README and the topology sources claim "every measured point within 3%"; this is the bar
+that enforces it (it was 15 % while the claim said 3 %; the largest error today is 2.9 %,
+Azure H100 all-reduce at 512 MiB).
 
 Cases come from ``tests/data/collectives_measured.yaml`` (a sourced copy of
 ``shared/validation/collectives.yaml`` with the topology and rank count each
@@ -17,7 +21,7 @@ from simulator.collectives import bus_bandwidth, collective_time
 from simulator.config import load_topology
 from simulator.hardware import Topology
 
-TOLERANCE = 0.15
+TOLERANCE = 0.03
 COPY = Path(__file__).parent / "data" / "collectives_measured.yaml"
 SHARED = Path(__file__).parents[1].parent / "shared" / "validation" / "collectives.yaml"
 

@@ -84,7 +84,11 @@ def test_contiguous_ring_is_slower_than_zigzag_and_reports_imbalance():
     assert ring.imbalance["cp"] == pytest.approx(7 / 4)
     assert zig.imbalance["cp"] == pytest.approx(1.0)
     assert ring.step_time_s > zig.step_time_s
-    assert zig.exposed_comm_s["cp"] >= 0.0
+    # Inside one node the KV transfers hide behind the blocks in both layouts, so all that
+    # zigzag saves is the critical rank's extra attention compute.
+    assert ring.exposed_comm_s["cp"] == zig.exposed_comm_s["cp"] == 0.0
+    assert ring.step_time_s - zig.step_time_s == pytest.approx(
+        ring.breakdown_s["compute"] - zig.breakdown_s["compute"], rel=1e-9)
 
 
 def test_cp_ring_across_nodes_exposes_more_than_inside_a_node():

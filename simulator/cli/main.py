@@ -46,6 +46,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "workload": ("simulator.cli.workload",
                  "write a workload YAML from a Hugging Face config.json and a parallel plan"),
     "list": ("simulator.cli.listing", "list the shipped workloads, topologies and sweeps"),
+    "sensitivity": ("simulator.cli.sensitivity", "elasticity of step time and memory to each "
+                    "GPU and network constant (would a faster fabric help this plan?)"),
 }
 
 

@@ -36,6 +36,14 @@ def _ms(x: float) -> str:
     return f"{x * 1e3:10.1f} ms"
 
 
+def _band(r: Result) -> str:
+    """' (14.9-16.2 s, 80 %)': the cross-validated interval, or nothing (a note says why)."""
+    iv = r.step_time_interval_s
+    if not iv or iv["low"] is None:
+        return ""
+    return f"  ({iv['low']:#.3g}-{iv['high']:#.3g} s, {r.interval_coverage * 100:.0f} %)"
+
+
 def format_table(r: Result) -> str:
     p = r.plan
     lines = [
@@ -45,7 +53,7 @@ def format_table(r: Result) -> str:
         + f", {p['schedule']}, MBS {p['mbs']}, GBS {p['gbs']} ({p['microbatches']} micro-batches)"
         f", recompute {p['recompute']}, {p['precision']}",
         "",
-        f"  step time          {r.step_time_s:10.3f} s",
+        f"  step time          {r.step_time_s:10.3f} s{_band(r)}",
         f"  throughput         {r.tokens_per_s:10.4g} tokens/s",
         f"  model TFLOP/s/GPU  {r.model_tflops_per_gpu:10.1f}",
         f"  causal TFLOP/s/GPU {r.model_tflops_per_gpu_causal:10.1f}",

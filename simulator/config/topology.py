@@ -104,18 +104,6 @@ class TopologyConfig(BaseModel):
     tiers: list[TierConfig] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _check_gpu(self) -> TopologyConfig:
-        g = self.gpu
-        # HBM is sold in GiB under a "GB" label (80 GB H100 = 80 GiB of DRAM); CUDA can
-        # expose less than that, never more. Catches an hbm_GB override left alone with a
-        # usable size from the shipped file.
-        if g.hbm_usable_MiB and g.hbm_usable_MiB > g.hbm_GB * 1024:
-            raise ConfigError("gpu.hbm_usable_MiB", g.hbm_usable_MiB,
-                              f"must not exceed hbm_GB in MiB ({g.hbm_GB * 1024:g}); "
-                              "set both, or hbm_usable_MiB to null")
-        return self
-
-    @model_validator(mode="after")
     def _check(self) -> TopologyConfig:
         for i in range(1, len(self.tiers)):
             inner, outer = self.tiers[i - 1], self.tiers[i]

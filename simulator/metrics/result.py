@@ -14,6 +14,7 @@ from ..hardware import Topology
 from ..workload.model_params import model_params
 from ..workload.plan import Plan
 from .flops import executed_flops_per_step, kept_fraction, model_flops_per_step
+from .uncertainty import COVERAGE, interval
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
 
@@ -53,6 +54,13 @@ class Result:
     ep_breakdown_s: dict[str, float] = field(default_factory=dict)
     # Share of the step the bottleneck stage's GPU waits for the host to launch kernels.
     host_bound_fraction: float = 0.0
+    # Cross-validated error bar (metrics/uncertainty.py): {"low", "high"}; both None when the
+    # plan is far outside the validated space (a note says why).
+    step_time_interval_s: dict[str, float | None] | None = None
+    tokens_per_s_interval: dict[str, float | None] | None = None
+    mfu_interval: dict[str, float | None] | None = None
+    interval_coverage: float = COVERAGE
+    interval_basis: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,6 +145,12 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     if host_bound > 0.05:
         notes.append("host launch-bound: the GPU waits for the CPU to issue kernels "
                      "(host_bound_fraction; training.cuda_graph_impl would cut launches)")
+    p = w.parallelism
+    moe = w.model.moe is not None
+    band = interval(step, "moe_step_time" if moe else "dense_step_time", topo.gpu.name,
+                    w.training.precision, n, {"tp": p.tensor, "pp": p.pipeline,
+                                              "cp": p.context, "ep": p.expert, "vp": p.vp})
+    ranges = _ranges(band.low, band.high, tokens, flops / (n * peak))
     return Result(
         workload=w.model.name, topology=topo.name, num_gpus=n, plan=_plan_dict(plan),
         step_time_s=step, tokens_per_s=tokens / step,
@@ -150,7 +164,21 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         memory_margin_GB=memory.margin_bytes / 1e9,
         memory_breakdown_GB=memory.worst.breakdown_GB(), imbalance=imbalance,
         critical_stage=crit, events=run.events,
-        notes=notes + ([] if memory.fits else [f"does not fit: {memory.explain()}"]),
+        notes=notes + ([] if memory.fits else [f"does not fit: {memory.explain()}"])
+        + list(band.notes),
+        interval_coverage=band.coverage, interval_basis=band.basis, **ranges,
         model_params_total=params.total, model_params_active=params.active,
         ep_breakdown_s=ep, host_bound_fraction=host_bound,
     )
+
+
+def _ranges(low: float | None, high: float | None, tokens: float, mfu_s: float
+            ) -> dict[str, dict[str, float] | None]:
+    """Step-time interval and the tokens/s and MFU ranges it implies (both ~ 1/step)."""
+    if low is None or high is None:  # same keys, so sweep tables keep their columns
+        none = {"low": None, "high": None}
+        return {"step_time_interval_s": none, "tokens_per_s_interval": dict(none),
+                "mfu_interval": dict(none)}
+    return {"step_time_interval_s": {"low": low, "high": high},
+            "tokens_per_s_interval": {"low": tokens / high, "high": tokens / low},
+            "mfu_interval": {"low": mfu_s / high, "high": mfu_s / low}}

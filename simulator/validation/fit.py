@@ -57,11 +57,18 @@ def default_params(cases: list[Case]) -> list[str]:
     return DEFAULT_PARAMS + (["gpu.fp8_gemm_efficiency"] if fp8 else [])
 
 
-def objective(cases: list[Case], overrides: dict[str, float]) -> float:
-    """Category-balanced mean squared log error of the predictions (dimensionless)."""
+Predictor = Callable[[Case, dict[str, float]], float]
+
+
+def objective(cases: list[Case], overrides: dict[str, float],
+              predictor: Predictor = predict) -> float:
+    """Category-balanced mean squared log error of the predictions (dimensionless).
+
+    ``predictor(case, overrides)`` defaults to the full simulation; cross-validation passes
+    a cheap per-case surrogate (:mod:`~simulator.validation.surrogate`)."""
     per_cat: dict[str, list[float]] = {}
     for c in cases:
-        err = math.log(predict(c, overrides) / c.measured)
+        err = math.log(predictor(c, overrides) / c.measured)
         per_cat.setdefault(c.category, []).append(err * err)
     return sum(sum(v) / len(v) for v in per_cat.values()) / len(per_cat)
 
@@ -83,19 +90,22 @@ def _golden(f: Callable[[float], float], lo: float, hi: float, iters: int) -> fl
 
 
 def fit(cases: list[Case], start: dict[str, float], params: list[str], sweeps: int = 2,
-        iters: int = 8, log: Callable[[str], None] = print) -> dict[str, float]:
-    """Coordinate descent over ``params`` (keys of :data:`BOUNDS`) from ``start``."""
+        iters: int = 8, log: Callable[[str], None] = print, predictor: Predictor = predict,
+        bounds: dict[str, tuple[float, float]] | None = None) -> dict[str, float]:
+    """Coordinate descent over ``params`` (keys of :data:`BOUNDS`) from ``start``;
+    ``bounds`` narrows ranges for this call only (as ``--bound`` does)."""
     cur = dict(start)
+    rng = {**BOUNDS, **(bounds or {})}
     for sweep in range(sweeps):
         for name in params:
-            lo, hi = BOUNDS[name]
+            lo, hi = rng[name]
 
             def f(x: float, name: str = name) -> float:
-                return objective(cases, {**cur, name: x})
+                return objective(cases, {**cur, name: x}, predictor)
 
             cur[name] = round(_golden(f, lo, hi, iters), 3)
             log(f"sweep {sweep + 1} {name} = {cur[name]}  "
-                f"objective {objective(cases, cur):.5f}")
+                f"objective {objective(cases, cur, predictor):.5f}")
     return cur
 
 

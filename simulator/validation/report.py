@@ -17,6 +17,7 @@ from typing import Any
 from ..config import load_topology
 from ..io import atomic_write_bytes
 from .cases import CATEGORIES, Case, precision
+from .cv_report import render_cv_section
 from .predict import predict
 
 # Accuracy bars (absolute relative error) per category; None = not gated.
@@ -159,8 +160,10 @@ def _largest(rows: list[Row], k: int = 3) -> list[str]:
     return lines
 
 
-def render_markdown(rows: list[Row], figures: list[str] = (), analysis: str = "") -> str:
-    """The whole report as Markdown text (deterministic: no dates, no timings)."""
+def render_markdown(rows: list[Row], figures: list[str] = (), analysis: str = "",
+                    cv: dict | None = None) -> str:
+    """The whole report as Markdown text (deterministic: no dates, no timings); ``cv`` is
+    the cross-validation residual document (:mod:`~simulator.validation.crossval`)."""
     summary = summarize(rows)
     broken = check_bars(summary)
     out = ["# Validation against published measurements", "",
@@ -170,6 +173,8 @@ def render_markdown(rows: list[Row], figures: list[str] = (), analysis: str = ""
            "before any constant was fitted) are marked and summarised separately.", "",
            "## Summary", "", *_summary_table(summary), "",
            "Bars: " + ("all hold." if not broken else "BROKEN: " + "; ".join(broken)), ""]
+    if cv:
+        out += render_cv_section(cv)
     if any(r.case.category == "dense_step_time" for r in rows):
         out += ["Dense step time per GPU and precision (the dense bars are gated over all "
                 "dense cases and again over the FP8 cases alone):", "",
@@ -199,10 +204,10 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
 
 
 def write_report(rows: list[Row], out: str | Path, figures: list[str] = (),
-                 analysis_file: str | Path | None = None) -> Path:
+                 analysis_file: str | Path | None = None, cv: dict | None = None) -> Path:
     """Render and atomically write the Markdown report; returns its path."""
     analysis = ""
     if analysis_file is not None and Path(analysis_file).is_file():
         analysis = Path(analysis_file).read_text()
-    write_atomic(out, render_markdown(rows, figures, analysis))
+    write_atomic(out, render_markdown(rows, figures, analysis, cv))
     return Path(out)
