@@ -62,13 +62,24 @@ def format_table(r: Result) -> str:
         f"  bubble             {r.bubble_fraction * 100:10.1f} %",
         f"  memory per GPU     {r.memory_per_gpu_GB:10.1f} GB "
         f"({'fits' if r.fits_in_memory else 'DOES NOT FIT'})",
+        f"  parameters         {r.model_params_total / 1e9:10.1f} B total, "
+        f"{r.model_params_active / 1e9:.1f} B active",
         "",
         f"  where the time goes (bottleneck stage {r.critical_stage}):",
     ]
     for key, val in r.breakdown_s.items():
         share = val / r.step_time_s * 100 if r.step_time_s else 0.0
         label = key if key in ("compute", "bubble") else f"exposed {key} comm"
+        if key == "host":
+            if not val:
+                continue
+            label = "host launch stall"
         lines.append(f"    {label:<18}{_ms(val)}  {share:5.1f} %")
+    if r.ep_breakdown_s:
+        lines += ["", f"  expert parallelism (bottleneck stage, whole step; host-bound "
+                      f"{r.host_bound_fraction * 100:.1f} % of the step):"]
+        for key, val in r.ep_breakdown_s.items():
+            lines.append(f"    {key.replace('_', ' '):<18}{_ms(val)}")
     if len(r.imbalance) > 1 or r.imbalance.get("pp", 1.0) > 1.001:
         lines.append("")
         lines.append("  imbalance (max/mean): " + ", ".join(
