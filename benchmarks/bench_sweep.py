@@ -75,8 +75,11 @@ def _rates(name: str, case: dict, workers: int) -> list[str]:
         df = sweep(**case, executor=executor, workers=n, progress=False)
         wall, cpu = time.perf_counter() - wall0, _cpu() - cpu0
         total, ok = len(df), int((df.status == "ok").sum())
+        # Workers forked by a forkserver (when this process runs other threads) are not
+        # our children: their CPU time is not counted, so the figure would be meaningless.
+        per_cpu = f"{total / cpu:.2f}" if executor == "serial" or cpu > wall / 2 else "n/a"
         rows.append(f"| {name} | {executor} | {n} | {total} ({ok} ok) | {wall:.1f} s "
-                    f"| {total / wall:.2f} | {total / wall / n:.2f} | {total / cpu:.2f} |")
+                    f"| {total / wall:.2f} | {total / wall / n:.2f} | {per_cpu} |")
     return rows
 
 

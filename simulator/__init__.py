@@ -21,12 +21,13 @@ from .api import plan, simulate
 from .errors import ConfigError
 from .metrics import Result
 
-__all__ = ["ConfigError", "Result", "__version__", "plan", "search", "sensitivity", "simulate",
-           "sweep"]
+__all__ = ["ConfigError", "Result", "TimeToTrain", "__version__", "plan", "search",
+           "sensitivity", "simulate", "sweep", "time_to_train"]
 
 # Public functions defined in the ``simulator.sweep`` subpackage, loaded on first access.
 _LAZY = {"sweep": "simulator.sweep", "search": "simulator.sweep",
-         "sensitivity": "simulator.sensitivity"}
+         "sensitivity": "simulator.sensitivity",
+         "time_to_train": "simulator.reliability.run", "TimeToTrain": "simulator.reliability.run"}
 
 
 class _Package(types.ModuleType):

@@ -125,9 +125,10 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.",
                                    suffix=f".tmp{target.suffix}", dir=target.parent)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
+        reason = getattr(exc, "strerror", None) or str(exc)
         raise ConfigError("output", str(target),
-                          f"cannot be written: {exc.strerror} ({target.parent})") from None
+                          f"cannot be written: {reason} ({target.parent})") from None
     os.close(fd)
     try:
         existing = target.stat().st_mode & 0o7777 if target.exists() else _MODE

@@ -21,7 +21,8 @@ def test_405b_breakdown_labels_follow_the_simulated_schedule():
 
 def test_a_plan_that_does_not_fit_is_noted_on_its_bar():
     fits = simulate("tiny", "dgx-h100")
-    over = simulate("tiny", "dgx-h100", topology_overrides={"gpu.hbm_GB": 1.0})
+    over = simulate("tiny", "dgx-h100", topology_overrides={"gpu.hbm_GB": 1.0,
+                                                           "gpu.hbm_usable_MiB": None})
     assert fits.fits_in_memory and not over.fits_in_memory
     labels = breakdown_frame([fits, over], ["a", "b"])["label"].tolist()
     assert labels == ["a", "b\n(does not fit)"]

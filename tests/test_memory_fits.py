@@ -10,7 +10,7 @@ import pytest
 
 from simulator.api import resolve
 from simulator.config import load_topology, load_workload
-from simulator.hardware import Topology
+from simulator.hardware import Topology, usable_hbm_bytes
 from simulator.memory import estimate_memory, stage_params
 from simulator.memory.activations import logits_transient_bytes
 from simulator.validation.cases import STEP_CATEGORIES, load_cases
@@ -71,6 +71,9 @@ def test_405b_tp8_on_one_node_stays_impossible(h100):
 
 def test_h100_capacity_is_what_cuda_exposes(h100):
     assert h100.gpu.hbm_bytes == 81559 * 2**20  # nvidia-smi total, not 80e9
+    # an hbm_GB what-if alone still lowers the capacity (GiB, capped by the usable size)
+    assert usable_hbm_bytes(40, 81559) == 40 * 2**30
+    assert usable_hbm_bytes(40, None) == 40e9
 
 
 def test_headroom_turns_a_tight_fit_into_a_miss(h100):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from simulator.api import resolve, simulate_resolved
-from simulator.engine import EngineInput, ListRecorder, NullRecorder, run_engine
-from simulator.schedules import SCHEDULES, Schedule
+from simulator.engine import EngineInput, ListRecorder, NullRecorder, ScheduleDeadlock, run_engine
+from simulator.schedules import SCHEDULES, Schedule, Step
 from simulator.workload.shape import plan_shape
 
 
@@ -64,3 +64,14 @@ def test_shape_is_the_one_home_of_the_layer_split():
     assert shape.layer_ids(1, 1)[0] == shape.partition.counts[0] * 5  # global chunk 1*4+1
     assert shape.first(0, 0) and shape.last(3, 4) and not shape.last(3, 3)
     assert shape.local_seq == w.model.seq_length / w.parallelism.context
+
+
+def test_an_order_that_deadlocks_is_reported_not_replayed():
+    inp = _inp("1f1b", 2, 4)
+    # stage 0 as 1F1B with no warm-up: it waits for B0 before sending F1, which stage 1
+    # (GPipe order) needs before its first backward
+    inp.schedule = [[Step("F", 0, 0), Step("B", 0, 0)] + [Step(ph, i, 0) for i in (1, 2, 3)
+                                                            for ph in "FB"],
+                    [Step("F", i, 0) for i in range(4)] + [Step("B", i, 0) for i in range(4)]]
+    with pytest.raises(ScheduleDeadlock, match="stage 0 waits for"):
+        run_engine(inp)

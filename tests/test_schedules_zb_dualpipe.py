@@ -11,9 +11,12 @@ import numpy as np
 import pytest
 
 from simulator import ConfigError
-from simulator.api import plan, resolve
+from simulator.api import plan, resolve, simulate_resolved
 from simulator.engine import EngineInput, run_engine
+from simulator.report.figures import close
+from simulator.report.timeline import timeline_figure
 from simulator.schedules import SCHEDULES
+from simulator.sweep.search_tasks import step_lower_bound
 from simulator.workload.shape import plan_shape
 
 
@@ -158,3 +161,30 @@ def test_plans_cost_w_as_the_weight_gradient_gemms(name):
     assert ran.any() and (inp.wgrad[ran] > 0).all() and (inp.wgrad[ran] < inp.bwd[ran]).all()
     # the weight-gradient GEMMs are about a third of a backward without recompute
     assert 0.2 < float(inp.wgrad[ran].sum() / inp.bwd[ran].sum()) < 0.5
+
+
+@pytest.mark.parametrize("name,label", [("zb_h1", "weight grad (W)"),
+                                        ("dualpipe", "F&B: overlapped pair")])
+def test_timeline_draws_w_steps_and_fused_pairs(name, label):
+    w, t = resolve("tiny", "dgx-h100", {"parallelism.pipeline": 4, "model.num_layers": 8,
+                                        "training.global_batch_size": 16,
+                                        "parallelism.pipeline_schedule": name})
+    result, pl, engine = simulate_resolved(w, t, keep_records=True)
+    fig = timeline_figure(pl, engine, result)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    close(fig)
+    assert label in labels
+    names = {r.name for r in engine.records if r.stream == "compute"}
+    assert names == {"F", "B", "W"}  # DualPipe splits its late backwards too
+    assert any(r.fused for r in engine.records) == (name == "dualpipe")
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_search_lower_bound_holds_for_every_schedule(name):
+    over = {"parallelism.pipeline_schedule": name, "parallelism.pipeline": 4,
+            "model.num_layers": 8, "training.global_batch_size": 32,
+            "model.moe.num_experts": 4, "parallelism.expert": 2, "parallelism.expert_tensor": 1}
+    if name == "interleaved":
+        over["parallelism.virtual_pipeline"] = 2
+    inp = plan("tiny", "dgx-h100", **over).engine_input
+    assert step_lower_bound(inp) <= run_engine(inp).step_time * (1 + 1e-12)

@@ -66,7 +66,7 @@ def test_overrides_are_a_mapping_and_change_the_answer(rows):
 def test_cli_json_and_tornado_figure(tmp_path, capsys):
     fig = tmp_path / "t.png"
     assert main(["sensitivity", "tiny", "-t", "dgx-h100", "--format", "json", "--only",
-                 "gpu.gemm", "--only", "gpu.attention", "-o", str(fig)]) == 0
+                 "gpu.gemm", "--only", "gpu.attention", "--figure", str(fig)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert sorted(c["name"] for c in doc["constants"]) == [
         "gpu.attention_efficiency", "gpu.gemm_efficiency", "gpu.gemm_half_dim"]

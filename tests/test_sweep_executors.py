@@ -93,7 +93,9 @@ def test_killed_sweep_resumes_with_one_row_per_configuration(tmp_path, capsys):
     assert main(["sweep", str(spec), "--workers", "1", "-o", str(fresh)]) == 0
     assert resumed.read_bytes() == fresh.read_bytes()
     table = pd.read_csv(resumed)
-    assert len(table) == N and table.config_key.is_unique and (table.status == "ok").all()
+    # plans over the GPU's memory are simulated too, with their own status
+    assert len(table) == N and table.config_key.is_unique
+    assert table.status.isin(["ok", "over_memory"]).all() and (table.status == "ok").any()
 
 
 def test_local_processes_start_safely_beside_other_threads():

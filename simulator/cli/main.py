@@ -48,6 +48,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("simulator.cli.listing", "list the shipped workloads, topologies and sweeps"),
     "sensitivity": ("simulator.cli.sensitivity", "elasticity of step time and memory to each "
                     "GPU and network constant (would a faster fabric help this plan?)"),
+    "time-to-train": ("simulator.cli.time_to_train", "Days, GPU-hours, interruptions, goodput, "
+                      "energy and cost to train on N tokens."),
 }
 
 

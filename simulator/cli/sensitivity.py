@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import asdict
 
 from ..api import resolve, simulate_resolved
 from ..report.tornado import tornado_figure
 from ..sensitivity import DEFAULT_STEP, describe, sensitivity
-from .common import add_config_arguments, overrides
+from .common import add_config_arguments, add_format_argument, emit, output_format, overrides
 
 NAME = "sensitivity"
 HELP = ("elasticity of step time and memory to each GPU and network constant "
@@ -21,8 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p)
     p.add_argument("--step", type=float, default=DEFAULT_STEP,
                    help="relative perturbation of each constant (default 0.1 = +-10 %%)")
-    p.add_argument("--format", choices=["table", "json"], default="table")
-    p.add_argument("-o", "--output", metavar="PATH", help="write the tornado figure (.png/.svg)")
+    add_format_argument(p, ("table", "json"))
+    p.add_argument("--figure", metavar="PATH", help="write the tornado figure (.png/.svg)")
     p.add_argument("--all", action="store_true", help="also list constants with no effect")
     p.add_argument("--only", action="append", default=None, metavar="PREFIX",
                    help="only constants whose path starts with PREFIX, e.g. gpu. or tiers.1 "
@@ -34,17 +33,17 @@ def run(args: argparse.Namespace) -> int:
                    overrides(args.set_topology))
     base = simulate_resolved(w, t)[0]
     rows = sensitivity(w, t, None, None, args.step, args.only)
-    if args.output:
+    if args.figure:
         title = (f"Sensitivity: {base.workload} on {base.topology}, {base.num_gpus} GPUs")
-        tornado_figure(rows, base.step_time_s, title, args.output, args.step,
+        tornado_figure(rows, base.step_time_s, title, args.figure, args.step,
                        labels={r.name: describe(r.name, t) for r in rows})
-    if args.format == "json":
+    if output_format(args) == "json":
         doc = {"workload": base.workload, "topology": base.topology,
                "step_time_s": base.step_time_s, "memory_per_gpu_GB": base.memory_per_gpu_GB,
                "step": args.step, "constants": [asdict(r) for r in rows]}
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        emit(args, json.dumps(doc, indent=2) + "\n")
         return 0
-    sys.stdout.write(format_table(rows, base, t, args.all))
+    emit(args, format_table(rows, base, t, args.all))
     return 0
 
 

@@ -87,8 +87,85 @@ class TierConfig(BaseModel):
     sources: dict[str, str] = {}
 
 
+NonNegative = Annotated[float, Field(ge=0, le=1e9)]  # a rate, a time, a power
+Share = Annotated[float, Field(ge=0, le=1)]
+
+
+class ReliabilityConfig(BaseModel):
+    """Variability inside a step and failures over a run (all zero: an ideal cluster).
+
+    Variability (:mod:`simulator.reliability.variability`): every GPU's phase time is the
+    ideal one times a log-normal factor ``exp(jitter_sigma * Z)``; a fraction
+    ``slow_node_fraction`` of nodes is persistently ``slow_node_slowdown`` slower; every node
+    adds an exponential host / synchronisation delay of mean ``host_noise_s`` per step, and the
+    step waits for the slowest node. Failures (:mod:`simulator.reliability.failures`): Poisson
+    rates per GPU-day, node-day, link-day (one link per GPU: its NIC, cable and switch port)
+    and GPU-day for software causes that stop the whole job (any rank can start one), and
+    the restart time after each.
+    """
+
+    model_config = Strict
+
+    gpus_per_node: PositiveInt | None = Field(None, le=MAX_GPUS)  # None: tiers[0].size
+    jitter_sigma: Annotated[float, Field(ge=0, le=1)] = 0.0
+    jitter_sigma_fp8: Annotated[float, Field(ge=0, le=1)] | None = None  # None: jitter_sigma
+    host_noise_s: NonNegative = 0.0
+    slow_node_fraction: Share = 0.0
+    slow_node_slowdown: Annotated[float, Field(ge=0, le=100)] = 0.0
+    gpu_failures_per_gpu_day: NonNegative = 0.0
+    node_failures_per_node_day: NonNegative = 0.0
+    link_failures_per_gpu_day: NonNegative = 0.0
+    software_failures_per_gpu_day: NonNegative = 0.0
+    restart_s: NonNegative = 0.0
+    sources: dict[str, str] = {}
+
+
+class StorageConfig(BaseModel):
+    """Checkpoint storage: per-node links and the file system's aggregate bandwidth (GB/s).
+
+    A checkpoint write runs at ``min(nodes * node_write_GBps, aggregate_write_GBps)``; an
+    asynchronous save blocks training only for the device-to-host copy at
+    ``snapshot_GBps_per_gpu``. ``None``: no storage described (checkpoints cost nothing).
+    """
+
+    model_config = Strict
+
+    node_write_GBps: Rate | None = None
+    node_read_GBps: Rate | None = None
+    aggregate_write_GBps: Rate | None = None
+    aggregate_read_GBps: Rate | None = None
+    snapshot_GBps_per_gpu: Rate | None = None
+    sources: dict[str, str] = {}
+
+
+class PowerConfig(BaseModel):
+    """Electrical power (W): GPU by phase, the rest of the node, the network, facility PUE.
+
+    A GPU draws ``gpu_compute_fraction * gpu_tdp_W`` while it computes and
+    ``gpu_idle_fraction * gpu_tdp_W`` while it waits (bubble, exposed communication,
+    checkpoint, restart); each node adds ``node_other_W`` (CPUs, DRAM, NICs, fans,
+    NVSwitches) and each GPU ``network_W_per_gpu`` of switch ports and optics. Facility
+    energy is IT energy times ``pue``. ``gpu_tdp_W`` ``None``: no power described.
+    """
+
+    model_config = Strict
+
+    gpu_tdp_W: Rate | None = None
+    gpu_compute_fraction: Share = 1.0
+    gpu_idle_fraction: Share = 0.0
+    node_other_W: NonNegative = 0.0
+    network_W_per_gpu: NonNegative = 0.0
+    pue: float = Field(1.0, ge=1, le=10)
+    sources: dict[str, str] = {}
+
+
 class TopologyConfig(BaseModel):
-    """A cluster: one GPU type and an ordered list of network tiers, innermost first."""
+    """A cluster: one GPU type and an ordered list of network tiers, innermost first.
+
+    ``reliability``, ``storage`` and ``power`` describe the cluster over a whole run
+    (variability, failures, checkpoint storage, energy); each defaults to "absent", which
+    leaves the one-step model exactly as it is.
+    """
 
     model_config = Strict
 
@@ -96,18 +173,9 @@ class TopologyConfig(BaseModel):
     description: str = ""
     gpu: GPUConfig
     tiers: list[TierConfig] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _check_gpu(self) -> TopologyConfig:
-        g = self.gpu
-        # HBM is sold in GiB under a "GB" label (80 GB H100 = 80 GiB of DRAM); CUDA can
-        # expose less than that, never more. Catches an hbm_GB override left alone with a
-        # usable size from the shipped file.
-        if g.hbm_usable_MiB and g.hbm_usable_MiB > g.hbm_GB * 1024:
-            raise ConfigError("gpu.hbm_usable_MiB", g.hbm_usable_MiB,
-                              f"must not exceed hbm_GB in MiB ({g.hbm_GB * 1024:g}); "
-                              "set both, or hbm_usable_MiB to null")
-        return self
+    reliability: ReliabilityConfig = ReliabilityConfig()
+    storage: StorageConfig = StorageConfig()
+    power: PowerConfig = PowerConfig()
 
     @model_validator(mode="after")
     def _check(self) -> TopologyConfig:

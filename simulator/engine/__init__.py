@@ -40,9 +40,9 @@ Ties are broken by SimPy's (time, priority, insertion id) order; processes are
 created in stage order, so runs are deterministic.
 """
 
-from .core import EngineInput, EngineResult, run_engine
+from .core import EngineInput, EngineResult, ScheduleDeadlock, run_engine
 from .records import ListRecorder, NullRecorder, Record, Recorder
 from .tail import StageStats
 
 __all__ = ["EngineInput", "EngineResult", "ListRecorder", "NullRecorder", "Record", "Recorder",
-           "StageStats", "run_engine"]
+           "ScheduleDeadlock", "StageStats", "run_engine"]

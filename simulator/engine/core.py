@@ -50,6 +50,10 @@ class EngineInput:
     post_validation: bool = False
 
 
+class ScheduleDeadlock(RuntimeError):
+    """A schedule's order cannot be replayed: stages wait on each other forever."""
+
+
 @dataclass
 class EngineResult:
     step_time: float
@@ -70,6 +74,8 @@ class _Sim:
         self.link_free = [0.0] * self.p
         self.dp_jobs: list[list[tuple[float, float, int, float]]] = [[] for _ in range(self.p)]
         self.stats = [StageStats() for _ in range(self.p)]
+        self.waiting: list[Step | None] = [None] * self.p  # step a stage is blocked on
+        self.finished = [False] * self.p
 
     def event(self, key: tuple) -> simpy.Event:
         ev = self.arrive.get(key)
@@ -129,6 +135,7 @@ class _Sim:
             for x in group:
                 if self.route.waits(s, x):
                     key = (x.phase, x.mb, x.chunk, s)
+                    self.waiting[s] = x
                     yield self.event(key)
                     produced = self.sent_at.get(key, ready)
                     st_.pp_wait += max(0.0, env.now - max(ready, produced))
@@ -162,6 +169,7 @@ class _Sim:
                     self.send(s, x, dst)
             i += len(group)
         st_.pipeline_end = env.now
+        self.finished[s] = True
         if not inp.overlap_grad_reduce:
             for c in range(self.v):
                 self.release(s, c, env.now, 0.0)
@@ -178,6 +186,10 @@ class _Sim:
         for s in range(self.p):
             self.env.process(self.stage(s))
         self.env.run()
+        stuck = [f"stage {s} waits for {self.waiting[s]}" for s in range(self.p)
+                 if not self.finished[s]]
+        if stuck:
+            raise ScheduleDeadlock("the schedule's order deadlocks: " + "; ".join(stuck))
         for s in range(self.p):
             dp_tail(self.inp, s, self.stats[s], self.dp_jobs[s], self.rec)
         if self.inp.post_validation:

@@ -27,9 +27,13 @@ MiB = 2**20
 
 def usable_hbm_bytes(hbm_GB: float, usable_MiB: float | None) -> float:
     """Bytes a process can allocate: nvidia-smi's total (MiB, = ``cudaMemGetInfo`` total)
-    where the topology gives it, else the datasheet's decimal GB. An "80 GB" H100
-    exposes 81,559 MiB = 85.52e9 bytes."""
-    return usable_MiB * MiB if usable_MiB else hbm_GB * GB
+    where the topology gives it, never more than ``hbm_GB`` read as GiB (HBM is sold in
+    GiB under a "GB" label: an "80 GB" H100 carries 80 GiB and exposes 81,559 MiB =
+    85.52e9 bytes). Without a usable size, ``hbm_GB`` decimal GB. So an override of
+    ``hbm_GB`` alone (a 40 GB what-if) still lowers the capacity."""
+    if usable_MiB:
+        return min(usable_MiB * MiB, hbm_GB * 2**30)
+    return hbm_GB * GB
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config.workload import Workload
+from ..workload.params import stage_layer_indices
 from ..workload.partition import Partition
 from .activations import (
     activation_bytes_per_layer,
@@ -36,7 +37,6 @@ from .activations import (
     microbatches_in_flight,
     output_activation_bytes,
 )
-from ..workload.params import stage_layer_indices
 
 
 @dataclass(frozen=True)

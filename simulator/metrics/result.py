@@ -53,6 +53,11 @@ class Result:
     mfu_interval: dict[str, float | None] | None = None
     interval_coverage: float = COVERAGE
     interval_basis: str = ""
+    # Percentiles of the step over a seeded Monte-Carlo of per-GPU jitter, slow nodes and
+    # host noise (simulator.reliability.variability); a plain simulate() replays no noise,
+    # so both equal step_time_s.
+    step_time_p50_s: float = 0.0
+    step_time_p99_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -147,7 +152,7 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         memory_per_gpu_GB=memory.memory_per_gpu_GB, fits_in_memory=memory.fits,
         memory_margin_GB=memory.margin_bytes / 1e9,
         memory_breakdown_GB=memory.worst.breakdown_GB(), imbalance=imbalance,
-        critical_stage=crit, events=run.events,
+        critical_stage=crit, events=run.events, step_time_p50_s=step, step_time_p99_s=step,
         notes=list(plan.notes) + ([] if memory.fits else [f"does not fit: {memory.explain()}"])
         + list(band.notes),
         interval_coverage=band.coverage, interval_basis=band.basis, **ranges,

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from ..api import merge_overrides
+from ..reliability.sweep_metrics import check_options
 from .executors import Executor, make_executor
 from .progress import Progress
 from .resolve import Documents
@@ -68,7 +69,8 @@ def run_sweep(spec: SweepSpec, executor: str | Executor = "local", scheduler: An
     st = ResultStore(store) if store is not None else None
     try:
         with Progress(len(points), "sweep", enabled=progress) as bar:
-            return run_points(points, ex, st, bar, Documents(spec.base_dir))
+            return run_points(points, ex, st, bar, Documents(spec.base_dir),
+                              check_options(spec.time_to_train))
     finally:
         if st is not None:
             st.close()
@@ -82,7 +84,8 @@ def sweep(workload: Any = None, topology: Any = None, axes: dict[str, list] | No
           topology_overrides: Mapping[str, Any] | None = None, seed: int | None = None,
           executor: str | Executor = "local", scheduler: Any = None,
           workers: int | None = None, store: str | Path | None = None,
-          progress: bool | None = None) -> pd.DataFrame:
+          progress: bool | None = None, time_to_train: dict[str, Any] | None = None
+          ) -> pd.DataFrame:
     """Simulate every configuration of a grid; one DataFrame row each.
 
     Args:
@@ -99,11 +102,13 @@ def sweep(workload: Any = None, topology: Any = None, axes: dict[str, list] | No
             or ``"serial"``; or an :class:`Executor` you manage.
         store: directory of a result store to append to and resume from.
         progress: draw a progress bar on stderr (default: when it is a terminal).
+        time_to_train: ``{"tokens": ..., "price_per_gpu_hour": ...}`` adds the
+            ``time_to_train.*`` columns (:mod:`simulator.reliability.sweep_metrics`).
 
     Counts of what ran (from store, simulated, invalid) are in ``df.attrs["counts"]``.
     """
     spec = make_spec(workload, topology, axes, zip_axes, merge_overrides(overrides, seed),
-                     merge_overrides(topology_overrides))
+                     merge_overrides(topology_overrides), time_to_train=time_to_train)
     return run_sweep(spec, executor, scheduler, workers, store, progress)
 
 

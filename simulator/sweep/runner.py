@@ -19,8 +19,9 @@ are empty.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,12 +83,15 @@ def simulate_keys(items: dict[str, Any], executor: Executor, store: ResultStore 
 
 
 def run_points(points: list[Point], executor: Executor, store: ResultStore | None = None,
-               progress: Progress | None = None, docs: Documents | None = None
-               ) -> pd.DataFrame:
-    """The sweep table of ``points`` (see the module docstring); counts in ``.attrs``."""
+               progress: Progress | None = None, docs: Documents | None = None,
+               time_to_train: dict[str, Any] | None = None) -> pd.DataFrame:
+    """The sweep table of ``points`` (see the module docstring); counts in ``.attrs``.
+
+    ``time_to_train`` (checked options) adds the time-to-train columns; it enters the
+    store key, so stored rows without them are never mistaken for rows with them."""
     docs = docs or Documents()
-    resolved = [resolve_point(p, docs) for p in points]
-    items = {r.key: (r.workload, r.topology) for r in resolved if r.valid}
+    resolved = [_with_metrics(resolve_point(p, docs), time_to_train) for p in points]
+    items = {r.key: (r.workload, r.topology, time_to_train) for r in resolved if r.valid}
     if progress is not None:
         progress.total = len(items)
     outcomes, reused = simulate_keys(items, executor, store, progress)
@@ -99,6 +103,13 @@ def run_points(points: list[Point], executor: Executor, store: ResultStore | Non
     frame = _frame(rows, _columns(resolved, rows))
     frame.attrs["counts"] = asdict(counts)
     return frame
+
+
+def _with_metrics(r: Resolved, options: dict[str, Any] | None) -> Resolved:
+    if options is None or not r.valid:
+        return r
+    text = r.key + json.dumps(options, sort_keys=True)
+    return replace(r, key=hashlib.sha256(text.encode()).hexdigest())
 
 
 def _row(r: Resolved, outcomes: dict[str, str]) -> dict[str, Any]:

@@ -19,21 +19,23 @@ each stage's compute stream is serial, so on stage ``s``
   chunk 0 can reach its optimizer: ``tail_s``;
 
 so the step takes at least ``head_s + busy_s + max(opt_s, tail_s + opt_0)``
-where ``busy_s`` sums all of the stage's phases. With post-validation
-(stages do not meet at the optimizer) only ``busy_s + opt_s`` binds. Transfers, DP sync and
-parameter all-gathers only add to it. With equal stages this is exactly the
+where ``busy_s`` sums all of the stage's phases (less what F&B pairs could hide). With
+post-validation (stages do not meet at the optimizer) only ``busy_s + opt_s`` binds.
+Transfers, DP sync and parameter all-gathers only add to it. With equal stages this is exactly the
 (interleaved) 1F1B step time without communication, so the bound is tight and
 lets the search skip any plan whose bound exceeds the K-th best simulated step.
 """
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from ..config import TopologyConfig, Workload
 from ..engine import EngineInput
 from ..errors import ConfigError
 from ..hardware import Topology
 from ..memory import estimate_memory
-from ..schedules import Schedule
+from ..schedules import Schedule, is_fused
 from ..workload.plan import build_plan
 from .candidates import RECOMPUTE, with_recompute
 
@@ -46,6 +48,7 @@ def step_lower_bound(inp: EngineInput) -> float:
     route = inp.route or Schedule().route(len(inp.schedule), fwd.shape[1])
     best = 0.0
     for s, steps in enumerate(inp.schedule):
+        busy[s] -= _fused_hiding(inp, s, steps)
         best = max(best, float(busy[s] + opt[s]))
         if inp.post_validation:
             continue
@@ -60,6 +63,14 @@ def step_lower_bound(inp: EngineInput) -> float:
             tail = sum(float(b_only[q, c, last.mb]) for q, c in chain)
             best = max(best, own + tail + float(opt[chain[0][0]]))
     return best
+
+
+def _fused_hiding(inp: EngineInput, s: int, steps: list) -> float:
+    """Most EP time an F&B pair can hide (both phases' exposed all-to-all), summed."""
+    if inp.fwd_ep is None or inp.bwd_ep is None:
+        return 0.0
+    return sum(float(inp.fwd_ep[s, x.chunk, x.mb] + inp.bwd_ep[s, y.chunk, y.mb])
+               for x, y in pairwise(steps) if is_fused(x))
 
 
 def fit_and_bound(item: tuple[Workload, TopologyConfig]

@@ -52,6 +52,7 @@ class SweepSpec(BaseModel):
     set_topology: dict[str, Any] = {}
     axes: dict[str, list[Any]] = {}
     zip_axes: list[dict[str, list[Any]]] = []
+    time_to_train: dict[str, Any] | None = None  # simulator.reliability.sweep_metrics
     base_dir: Path | None = None  # where relative paths in the document are looked up
 
     @field_validator("zip_axes", mode="before")
@@ -74,8 +75,8 @@ class Point:
 
 def make_spec(workload: Any, topology: Any, axes: dict | None = None,
               zip_axes: dict | list | None = None, overrides: dict | None = None,
-              topology_overrides: dict | None = None, base_dir: Path | None = None
-              ) -> SweepSpec:
+              topology_overrides: dict | None = None, base_dir: Path | None = None,
+              time_to_train: dict | None = None) -> SweepSpec:
     """Build and check a spec from Python values (the :func:`sweep` arguments)."""
     if isinstance(workload, Workload):
         workload = workload.model_dump()
@@ -83,7 +84,7 @@ def make_spec(workload: Any, topology: Any, axes: dict | None = None,
         topology = topology.model_dump()
     data = {"workload": workload, "topology": topology, "set": overrides or {},
             "set_topology": topology_overrides or {}, "axes": axes or {},
-            "zip_axes": zip_axes or [], "base_dir": base_dir}
+            "zip_axes": zip_axes or [], "base_dir": base_dir, "time_to_train": time_to_train}
     return _validated(data, "<sweep>")
 
 

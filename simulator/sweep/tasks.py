@@ -23,6 +23,7 @@ from ..api import simulate_resolved
 from ..config import TopologyConfig, Workload
 from ..errors import ConfigError
 from ..metrics.result import flatten
+from ..reliability.sweep_metrics import metrics as ttt_metrics
 
 
 def dump(outcome: dict[str, Any]) -> str:
@@ -36,19 +37,26 @@ def _plain(x: Any) -> Any:
     raise TypeError(f"{type(x).__name__} is not JSON serialisable")
 
 
-def simulate_task(item: tuple[Workload, TopologyConfig]) -> str:
-    """Simulate one resolved configuration; returns the outcome as JSON text."""
-    w, t = item
+def simulate_task(item: tuple[Workload, TopologyConfig] | tuple[Workload, TopologyConfig, Any]
+                  ) -> str:
+    """Simulate one resolved configuration; returns the outcome as JSON text.
+
+    A third item, time-to-train options, adds the ``time_to_train.*`` metrics
+    (:mod:`simulator.reliability.sweep_metrics`)."""
+    w, t, *extra = item
+    options = extra[0] if extra else None
     try:
         result, _, _ = simulate_resolved(w, t)
+        more = ttt_metrics(w, t, options) if options else {}
     except ConfigError as exc:
         return dump({"status": "invalid", "reason": exc.message()})
     except Exception as exc:  # a simulator bug: reported in the row, never stored
         return dump({"status": "error", "reason": f"{type(exc).__name__}: {exc}"})
     if not result.fits_in_memory:
         reason = next((n for n in result.notes if n.startswith("does not fit")), "over memory")
-        return dump({"status": "over_memory", "reason": reason, **flatten(result.to_dict())})
-    return dump({"status": "ok", "reason": None, **flatten(result.to_dict())})
+        return dump({"status": "over_memory", "reason": reason, **flatten(result.to_dict()),
+                     **more})
+    return dump({"status": "ok", "reason": None, **flatten(result.to_dict()), **more})
 
 
 def run_chunk(fn: Any, chunk: list[tuple[int, Any]]) -> list[tuple[int, Any]]:

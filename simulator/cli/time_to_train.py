@@ -1,0 +1,90 @@
+"""``clustersim time-to-train``: days, GPU-hours, interruptions, goodput, energy and cost.
+
+A whole training run on ``--tokens`` tokens: the simulated step with its variability
+(per-GPU jitter, slow nodes, host noise), failures by cause and restarts, checkpoints at
+Daly's optimal interval (or ``--save-interval`` steps), energy from the topology's power
+figures and cost at ``--price-per-gpu-hour`` (no cost without it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from ..errors import ConfigError
+from ..reliability.run import TimeToTrain, time_to_train
+from .common import (
+    add_config_arguments,
+    add_format_argument,
+    check_numbers,
+    emit,
+    output_format,
+    overrides,
+)
+
+NAME = "time-to-train"
+HELP = "Days, GPU-hours, interruptions, goodput, energy and cost to train on N tokens."
+
+
+def _tokens(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError("--tokens", text, "a number > 0 (e.g. 15e12)") from None
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError("--tokens", text, "a number > 0 (e.g. 15e12)")
+    return value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_config_arguments(p)
+    p.add_argument("--tokens", required=True, help="tokens to train on (e.g. 15e12)")
+    p.add_argument("--price-per-gpu-hour", type=float, default=None, metavar="USD",
+                   help="price per GPU-hour; cost is reported only when given")
+    p.add_argument("--save-interval", type=int, default=None, metavar="STEPS",
+                   help="steps between checkpoints (default: Daly's optimum)")
+    p.add_argument("--async-save", action="store_true", help="asynchronous checkpointing")
+    p.add_argument("--seed", type=int, default=None, help="Monte-Carlo root seed "
+                   "(default: the workload's training.seed)")
+    p.add_argument("--runs", type=int, default=200, help="Monte-Carlo runs (default 200)")
+    p.add_argument("--steps", type=int, default=64, help="Monte-Carlo steps (default 64)")
+    add_format_argument(p, ("table", "json"))
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.seed is not None and args.seed < 0:
+        raise ConfigError("--seed", args.seed, "an integer >= 0")
+    check_numbers(args, price_per_gpu_hour="nonnegative")
+    r = time_to_train(args.workload, args.topology, _tokens(args.tokens),
+                      overrides=overrides(args.set),
+                      topology_overrides=overrides(args.set_topology), seed=args.seed,
+                      price_per_gpu_hour=args.price_per_gpu_hour,
+                      save_interval=args.save_interval, async_save=args.async_save,
+                      mc_runs=args.runs, mc_steps=args.steps)
+    emit(args, r.to_json() + "\n" if output_format(args) == "json" else render(r))
+    return 0
+
+
+def render(r: TimeToTrain) -> str:
+    mc, ck = r.monte_carlo, r.checkpoint
+    cost = "n/a (no --price-per-gpu-hour)" if r.cost_usd is None else f"${r.cost_usd:,.0f}"
+    causes = ", ".join(f"{k} {v:.1f}" for k, v in r.interruptions_by_cause.items())
+    parts = ", ".join(f"{k} {100 * v:.1f} %" for k, v in r.breakdown_fraction.items())
+    lines = [
+        f"{r.workload} on {r.num_gpus} GPUs ({r.topology}), {r.tokens:.3g} tokens, seed {r.seed}",
+        f"step           ideal {r.step_time_ideal_s:.3f} s, mean {r.step_time_mean_s:.3f} s, "
+        f"p50 {r.step_time_p50_s:.3f} s, p99 {r.step_time_p99_s:.3f} s",
+        f"days           {r.days:.2f} expected (Monte-Carlo mean {mc['days_mean']:.2f}, "
+        f"p10 {mc['days_p10']:.2f}, p90 {mc['days_p90']:.2f}; {mc['runs']} runs)",
+        f"GPU-hours      {r.gpu_hours:,.0f}",
+        f"interruptions  {r.interruptions:.1f} expected (MTBF {r.mtbf_hours:.2f} h): {causes}",
+        f"goodput        {100 * r.goodput:.1f} % effective training time",
+        f"checkpoint     {ck['size_GB']:.1f} GB, write {ck['write_s']:.1f} s, blocking "
+        f"{ck['blocking_s']:.2f} s, every {ck['interval_s']:.0f} s "
+        f"({ck['interval_steps']:.1f} steps, {ck['interval_from']}), overhead "
+        f"{100 * ck['overhead_fraction']:.2f} %",
+        f"wall time      {parts}",
+        f"energy         {r.energy_MWh:,.1f} MWh (IT {r.it_energy_MWh:,.1f} MWh)",
+        f"cost           {cost}",
+    ]
+    return "\n".join(lines) + "\n"

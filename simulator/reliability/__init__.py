@@ -1,0 +1,1 @@
+"""Above the step: variability inside a step, failures and checkpoints over a run."""

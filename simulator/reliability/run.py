@@ -1,0 +1,214 @@
+"""Time-to-train: days, GPU-hours, interruptions, goodput, energy and cost of a whole run.
+
+One simulated step (:func:`simulator.api.simulate_resolved`) gives the ideal step and its
+breakdown; :mod:`.variability` turns it into the expected step (throughput) and seeded
+percentiles; :mod:`.checkpoint` sizes the checkpoint; :mod:`.failures` gives the
+interruption rate, the Young/Daly interval and Daly's expected wall time; :mod:`.energy`
+the energy. Deterministic figures (everything outside ``monte_carlo`` and the two step
+percentiles) depend on the configuration only; the seed moves only the Monte-Carlo ones.
+
+>>> from simulator import time_to_train
+>>> r = time_to_train("tiny", "dgx-h100", tokens=1e9, price_per_gpu_hour=2.0)
+>>> r.days > 0
+True
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..api import Overrides, Ref, TopologyRef, resolve, simulate_resolved
+from ..config import TopologyConfig, Workload
+from ..errors import ConfigError
+from .checkpoint import Checkpoint
+from .energy import MWH, it_energy_J
+from .failures import (
+    CAUSES,
+    DAY,
+    daly_interval,
+    expected_wall,
+    interruption_rates,
+    run_rng,
+    simulate_run,
+)
+from .variability import Variability, step_distribution
+
+MC_FIELDS = ("step_time_p50_s", "step_time_p99_s", "monte_carlo")
+
+
+@dataclass(frozen=True)
+class TimeToTrain:
+    """A whole training run. Seconds inside; days, GPU-hours, MWh and USD where named."""
+
+    workload: str
+    topology: str
+    num_gpus: int
+    tokens: float
+    seed: int
+    step_time_ideal_s: float
+    step_time_mean_s: float
+    step_time_p50_s: float
+    step_time_p99_s: float
+    tokens_per_s: float
+    days: float
+    gpu_hours: float
+    interruptions: float
+    interruptions_by_cause: dict[str, float]
+    mtbf_hours: float
+    goodput: float
+    breakdown_fraction: dict[str, float]
+    checkpoint: dict[str, Any]
+    energy_MWh: float
+    it_energy_MWh: float
+    price_per_gpu_hour: float | None
+    cost_usd: float | None
+    monte_carlo: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, indent=2)
+
+
+def _check(tokens: float, price: float | None, save_interval: int | None, runs: int,
+           steps: int) -> None:
+    if not (isinstance(tokens, int | float) and math.isfinite(tokens) and tokens > 0):
+        raise ConfigError("tokens", tokens, "a finite number > 0")
+    if price is not None and not (math.isfinite(price) and price >= 0):
+        raise ConfigError("price_per_gpu_hour", price, "a finite number >= 0")
+    if save_interval is not None and save_interval < 1:
+        raise ConfigError("save_interval", save_interval, "an integer >= 1 (steps)")
+    if runs < 1 or steps < 1:
+        raise ConfigError("mc_runs/mc_steps", (runs, steps), "integers >= 1")
+
+
+def time_to_train(workload: Ref, topology: TopologyRef, tokens: float,
+                  overrides: Overrides | None = None,
+                  topology_overrides: Overrides | None = None,
+                  seed: int | None = None, price_per_gpu_hour: float | None = None,
+                  save_interval: int | None = None, async_save: bool = False,
+                  mc_runs: int = 200, mc_steps: int = 64) -> TimeToTrain:
+    """Days, GPU-hours, interruptions, goodput, energy and cost to train on ``tokens``.
+
+    Args:
+        workload, topology: as :func:`simulator.simulate`.
+        tokens: tokens to train on (> 0).
+        overrides / topology_overrides: dotted-path overrides (``{"parallelism.data": 64}``).
+        seed: root seed of the Monte-Carlo draws (default: the workload's ``training.seed``).
+        price_per_gpu_hour: USD per GPU-hour; no cost without it (no hidden default).
+        save_interval: steps between checkpoints (Megatron ``--save-interval``); default:
+            Daly's optimum.
+        async_save: asynchronous checkpointing (Megatron ``--async-save``).
+        mc_runs / mc_steps: Monte-Carlo runs (failures) and steps (variability).
+    """
+    _check(tokens, price_per_gpu_hour, save_interval, mc_runs, mc_steps)
+    w, t = resolve(workload, topology, overrides, topology_overrides, seed)
+    return time_to_train_resolved(w, t, float(tokens), price_per_gpu_hour, save_interval,
+                                  async_save, mc_runs, mc_steps)
+
+
+def time_to_train_resolved(w: Workload, t: TopologyConfig, tokens: float,
+                           price: float | None = None, save_interval: int | None = None,
+                           async_save: bool = False, mc_runs: int = 200, mc_steps: int = 64
+                           ) -> TimeToTrain:
+    """:func:`time_to_train` on an already validated configuration."""
+    result, plan, _ = simulate_resolved(w, t)
+    seed, n = w.training.seed, w.parallelism.num_gpus
+    steps = step_distribution(plan.engine_input, Variability.of(w, t), seed, mc_steps)
+    tokens_per_step = w.training.global_batch_size * w.model.seq_length
+    work = tokens / tokens_per_step * steps.mean_s  # seconds of failure-free training
+    ckpt = Checkpoint.of(w, t, plan.stage_params, async_save)
+    rates_day = interruption_rates(t, n)
+    rate = sum(rates_day.values()) / DAY
+    mtbf = math.inf if rate == 0 else 1.0 / rate
+    restart = t.reliability.restart_s + ckpt.read_s
+    if save_interval is not None:
+        tau, how = save_interval * steps.mean_s, "user"
+    else:
+        tau, how = daly_interval(ckpt.blocking_s, mtbf), "daly"
+    if async_save and ckpt.blocking_s < ckpt.write_s:
+        tau = max(tau, ckpt.write_s)  # the background write must finish first
+    wall = expected_wall(work, tau, ckpt.blocking_s, restart, rate)
+    n_ckpt = 0.0 if math.isinf(tau) else math.floor(work / tau)
+    fails = rate * wall
+    parts = _breakdown(result.breakdown_s, steps.ideal_s, steps.mean_s, work, wall,
+                       n_ckpt * ckpt.blocking_s, fails * restart)
+    redone = parts["lost_work"] * result.breakdown_s["compute"] / steps.ideal_s
+    compute_s = parts["compute"] + redone  # GPU-seconds at compute power
+    it = it_energy_J(t, n, wall, compute_s)
+    gpu_hours = n * wall / 3600.0
+    return TimeToTrain(
+        workload=w.model.name, topology=t.name, num_gpus=n, tokens=tokens, seed=seed,
+        step_time_ideal_s=steps.ideal_s, step_time_mean_s=steps.mean_s,
+        step_time_p50_s=steps.p50_s, step_time_p99_s=steps.p99_s,
+        tokens_per_s=tokens_per_step / steps.mean_s, days=wall / DAY, gpu_hours=gpu_hours,
+        interruptions=fails,
+        interruptions_by_cause={c: fails * rates_day[c] / (rate * DAY) if rate else 0.0
+                                for c in CAUSES},
+        mtbf_hours=mtbf / 3600.0, goodput=work / wall,
+        breakdown_fraction={k: v / wall for k, v in parts.items()},
+        checkpoint={"size_GB": ckpt.bytes / 1e9, "write_s": ckpt.write_s,
+                    "read_s": ckpt.read_s, "blocking_s": ckpt.blocking_s,
+                    "interval_s": tau, "interval_steps": tau / steps.mean_s,
+                    "interval_from": how, "async_save": async_save,
+                    "overhead_fraction": n_ckpt * ckpt.blocking_s / wall},
+        energy_MWh=it * t.power.pue / MWH, it_energy_MWh=it / MWH,
+        price_per_gpu_hour=price, cost_usd=None if price is None else gpu_hours * price,
+        monte_carlo=_monte_carlo(work, tau, ckpt.blocking_s, restart, rates_day, seed,
+                                 mc_runs, steps))
+
+
+def _breakdown(step_parts: dict[str, float], ideal: float, mean: float, work: float,
+               wall: float, checkpoint: float, restart: float) -> dict[str, float]:
+    """Wall time (s) by where it went; sums to ``wall``."""
+    steps = work / mean
+    out = {"compute": step_parts["compute"] * steps, "bubble": step_parts["bubble"] * steps,
+           "exposed_comm": sum(v for k, v in step_parts.items()
+                               if k not in ("compute", "bubble")) * steps,
+           "variability": (mean - ideal) * steps, "checkpoint": checkpoint,
+           "restart": restart}
+    out["lost_work"] = max(0.0, wall - sum(out.values()))
+    return out
+
+
+def _monte_carlo(work: float, tau: float, delta: float, restart: float,
+                 rates_day: dict[str, float], seed: int, runs: int, steps) -> dict[str, Any]:
+    rates = {c: r / DAY for c, r in rates_day.items()}
+    draws = [simulate_run(work, tau, delta, restart, rates, run_rng(seed, i))
+             for i in range(runs)]
+    days = np.array([d.wall_s for d in draws]) / DAY
+    return {"runs": runs, "steps": steps.samples, "days_mean": float(days.mean()),
+            "days_p10": float(np.percentile(days, 10)),
+            "days_p90": float(np.percentile(days, 90)),
+            "interruptions_mean": float(np.mean([sum(d.interruptions.values())
+                                                 for d in draws])),
+            "step_time_mc_mean_s": steps.mc_mean_s}
+
+
+def simulate_with_variability(workload: Ref, topology: TopologyRef,
+                              overrides: Overrides | None = None,
+                              topology_overrides: Overrides | None = None,
+                              seed: int | None = None, steps: int = 64):
+    """:func:`simulator.simulate` with the step's variability: a :class:`~simulator.Result`
+    whose ``step_time_s`` is the expected step (throughput, MFU follow it), whose
+    ``breakdown_s`` gains ``variability`` (expected minus ideal step, so the parts still sum
+    to the step) and whose ``step_time_p50_s`` / ``step_time_p99_s`` come from ``steps``
+    seeded Monte-Carlo replays."""
+    if steps < 1:
+        raise ConfigError("steps", steps, "an integer >= 1")
+    w, t = resolve(workload, topology, overrides, topology_overrides, seed)
+    result, plan, _ = simulate_resolved(w, t)
+    d = step_distribution(plan.engine_input, Variability.of(w, t), w.training.seed, steps)
+    scale = result.step_time_s / d.mean_s
+    return replace(result, step_time_s=d.mean_s, tokens_per_s=result.tokens_per_s * scale,
+                   model_tflops_per_gpu=result.model_tflops_per_gpu * scale,
+                   mfu=result.mfu * scale,
+                   bubble_fraction=result.bubble_fraction * scale,
+                   breakdown_s={**result.breakdown_s, "variability": d.mean_s - d.ideal_s},
+                   step_time_p50_s=d.p50_s, step_time_p99_s=d.p99_s)

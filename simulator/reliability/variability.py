@@ -1,0 +1,195 @@
+"""Variability inside a step: a synchronous step waits for its slowest participant.
+
+The engine simulates one pipeline stage for all the GPUs that do the same work in
+lockstep (its TP x CP x DP x EP peers, ``N = num_gpus / pp`` of them). On a real
+cluster those peers do not take exactly the same time: each GPU's phase time carries a
+small random factor (clock and power management, thermal state, OS noise, NCCL
+progress), some nodes are persistently slow, and each node adds host-side noise to
+every step (Python, data loading, launch queues). Whenever the peers meet at a
+collective the group proceeds at the pace of the slowest one, so what the engine must
+replay is the *maximum* over N draws, and that maximum grows with N:
+``E[max of N] ~ sigma * sqrt(2 ln N)`` for normal draws. This is why the measured step
+of a weakly scaled job grows with the GPU count (validation/analysis.md, item 2).
+
+Three effects, all from ``topology.reliability`` (units: fractions and seconds):
+
+* **per-GPU jitter**: a GPU's phase time is ``t * exp(sigma * Z)``, Z standard normal,
+  independent per GPU and phase; the stage's phase takes ``t * max_N exp(sigma Z)``.
+  The maximum is drawn directly from its distribution ``Phi(z)^N`` (inverse CDF on a
+  grid), so the cost does not grow with N.
+* **slow nodes**: each node is slow (``1 + slowdown`` times slower) with probability
+  ``fraction`` (drawn per Monte-Carlo step: a planner does not know which nodes the job
+  gets); a stage whose ``k`` nodes include one slow node runs slow, which happens with
+  probability ``1 - (1 - fraction)^k``.
+* **host / synchronisation noise**: each of the job's ``J`` nodes adds an exponential
+  delay of mean ``host_noise_s`` to the step; the step waits for the largest, whose
+  mean is ``host_noise_s * H_J`` (H the harmonic number; Renyi's representation of
+  exponential order statistics).
+
+Two views of the same model: :func:`expected_step` replays the *expected* factors once
+(deterministic, used for throughput; exact for the host term, and a first-order value
+for the pipeline, which is convex in its phase times so the Monte-Carlo mean can be
+slightly higher); :func:`sample_steps` replays seeded draws, one engine run per step,
+for the percentiles. Both perturb the public :class:`~simulator.engine.EngineInput`
+(phase arrays and optimizer) and replay it with :func:`~simulator.engine.run_engine`;
+with all three effects zero they return the engine's own step bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import numpy as np
+
+from ..config import TopologyConfig, Workload
+from ..engine import EngineInput, run_engine
+
+STEP_STREAM = 0x5354  # SeedSequence spawn-key tag of the step draws ("ST")
+_Z = np.linspace(-9.0, 12.0, 8401)  # grid of standard-normal values for max-of-N tables
+_LOG_PHI = np.log(np.array([0.5 * math.erfc(-z / math.sqrt(2.0)) for z in _Z]))
+_PDF = np.exp(-0.5 * _Z**2) / math.sqrt(2.0 * math.pi)
+
+
+@dataclass(frozen=True)
+class Variability:
+    """The variability of one configuration: its constants and how many peers sync."""
+
+    sigma: float  # log-normal sigma of one GPU's phase time
+    slow_fraction: float  # probability that a node is slow
+    slowdown: float  # a slow node takes (1 + slowdown) times as long
+    host_noise_s: float  # mean per-node host delay per step, s
+    peers: int  # GPUs one simulated stage stands for (num_gpus / pp)
+    stage_nodes: int  # nodes those peers occupy
+    job_nodes: int  # nodes of the whole job
+    fp8: bool = False  # the FP8 sigma applies (kept to tell fits apart)
+
+    @property
+    def zero(self) -> bool:
+        return (self.sigma == 0 and self.host_noise_s == 0
+                and (self.slow_fraction == 0 or self.slowdown == 0))
+
+    @classmethod
+    def of(cls, w: Workload, t: TopologyConfig) -> Variability:
+        r, p = t.reliability, w.parallelism
+        per_node = r.gpus_per_node or t.tiers[0].size
+        sigma = r.jitter_sigma
+        if w.training.precision == "fp8" and r.jitter_sigma_fp8 is not None:
+            sigma = r.jitter_sigma_fp8
+        peers = p.num_gpus // p.pipeline
+        return cls(sigma=sigma, slow_fraction=r.slow_node_fraction,
+                   slowdown=r.slow_node_slowdown, host_noise_s=r.host_noise_s, peers=peers,
+                   stage_nodes=-(-peers // per_node), job_nodes=-(-p.num_gpus // per_node),
+                   fp8=w.training.precision == "fp8")
+
+    @property
+    def slow_probability(self) -> float:
+        """Probability that a stage's nodes include a slow one: 1 - (1 - f)^k."""
+        return 1.0 - (1.0 - self.slow_fraction) ** self.stage_nodes
+
+
+def expected_max_lognormal(sigma: float, n: int) -> float:
+    """E[max of n i.i.d. exp(sigma Z)], Z standard normal:
+    the integral of ``e^{sigma z} n phi(z) Phi(z)^{n-1}`` over z (trapezoid on a grid)."""
+    if sigma == 0:
+        return 1.0
+    dens = n * _PDF * np.exp((n - 1) * _LOG_PHI)
+    return float(np.trapezoid(np.exp(sigma * _Z) * dens, _Z))
+
+
+def harmonic(n: int) -> float:
+    """H_n = 1 + 1/2 + ... + 1/n: the mean of the largest of n unit exponentials."""
+    return float(np.sum(1.0 / np.arange(1, n + 1)))
+
+
+@lru_cache(maxsize=256)
+def _max_cdf(n: int) -> np.ndarray:
+    """CDF of the largest of n standard normals on the grid ``_Z``: Phi(z)^n."""
+    return np.exp(n * _LOG_PHI)
+
+
+def max_normal_quantile(n: int, u: np.ndarray) -> np.ndarray:
+    """z such that P(max of n standard normals <= z) = u (inverse CDF on the grid)."""
+    return np.interp(u, _max_cdf(n), _Z)
+
+
+def perturb(inp: EngineInput, fwd: np.ndarray, bwd: np.ndarray, stage: np.ndarray
+            ) -> EngineInput:
+    """The engine input with phases scaled by ``fwd`` / ``bwd`` (shaped like the phase
+    arrays) and the optimizer by the per-stage factor ``stage``."""
+    return replace(inp, fwd=inp.fwd * fwd, bwd=inp.bwd * bwd, optimizer=inp.optimizer * stage)
+
+
+def expected_step(inp: EngineInput, v: Variability) -> float:
+    """Step time (s) with every factor at its expectation: deterministic.
+
+    Jitter: each phase scaled by E[max of N]. Slow nodes: a mixture of two replays, none
+    slow and all slow, weighted by the probability that the job has a slow node at all
+    (a slow stage paces a pipeline, so one slow node slows the whole step). Host noise:
+    its exact mean ``host_noise_s * H_J``."""
+    if v.zero:
+        return run_engine(inp).step_time
+    jit = expected_max_lognormal(v.sigma, v.peers)
+
+    def replay(factor: float) -> float:
+        stage = np.full(inp.fwd.shape[0], factor)
+        per = stage[:, None, None]
+        return run_engine(perturb(inp, np.broadcast_to(per, inp.fwd.shape),
+                                  np.broadcast_to(per, inp.bwd.shape), stage)).step_time
+
+    step = replay(jit)
+    p_any = 1.0 - (1.0 - v.slow_fraction) ** v.job_nodes
+    if p_any > 0 and v.slowdown > 0:
+        step = (1.0 - p_any) * step + p_any * replay(jit * (1.0 + v.slowdown))
+    return step + v.host_noise_s * harmonic(v.job_nodes)
+
+
+def step_rng(seed: int, step: int) -> np.random.Generator:
+    """The Generator of Monte-Carlo step ``step`` (independent of how many are drawn)."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(STEP_STREAM, 0, step)))
+
+
+def sample_step(inp: EngineInput, v: Variability, rng: np.random.Generator) -> float:
+    """One step (s) with drawn jitter maxima, slow nodes and host noise."""
+    stages = inp.fwd.shape[0]
+    u_f, u_b = rng.random(inp.fwd.shape), rng.random(inp.bwd.shape)
+    slow = rng.random(stages) < v.slow_probability
+    u_h = rng.random()
+    stage = 1.0 + v.slowdown * slow
+    fwd = np.exp(v.sigma * max_normal_quantile(v.peers, u_f)) if v.sigma else np.ones_like(u_f)
+    bwd = np.exp(v.sigma * max_normal_quantile(v.peers, u_b)) if v.sigma else np.ones_like(u_b)
+    per = stage[:, None, None]
+    step = run_engine(perturb(inp, fwd * per, bwd * per, stage)).step_time
+    # Largest of J exponentials by inversion: F(x) = (1 - exp(-x / mu))^J.
+    host = -v.host_noise_s * math.log(-math.expm1(math.log(max(u_h, 1e-300)) / v.job_nodes))
+    return step + (host if v.host_noise_s else 0.0)
+
+
+def sample_steps(inp: EngineInput, v: Variability, seed: int, steps: int) -> np.ndarray:
+    """``steps`` seeded Monte-Carlo step times (s); step i always uses the same stream."""
+    if v.zero:
+        return np.full(steps, run_engine(inp).step_time)
+    return np.array([sample_step(inp, v, step_rng(seed, i)) for i in range(steps)])
+
+
+@dataclass(frozen=True)
+class StepDistribution:
+    """Step times of one configuration (s): ideal, expected, and Monte-Carlo percentiles."""
+
+    ideal_s: float
+    mean_s: float  # expected step: used for throughput
+    p50_s: float
+    p99_s: float
+    mc_mean_s: float
+    samples: int
+
+
+def step_distribution(inp: EngineInput, v: Variability, seed: int, steps: int
+                      ) -> StepDistribution:
+    ideal = run_engine(inp).step_time
+    draws = sample_steps(inp, v, seed, steps)
+    return StepDistribution(ideal_s=ideal, mean_s=expected_step(inp, v),
+                            p50_s=float(np.percentile(draws, 50)),
+                            p99_s=float(np.percentile(draws, 99)),
+                            mc_mean_s=float(draws.mean()), samples=steps)

@@ -1,0 +1,223 @@
+"""Time-to-train: closed forms, determinism, monotonicity and bad input (issue #14)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from simulator import ConfigError, simulate, time_to_train
+from simulator.api import resolve, simulate_resolved
+from simulator.cli.main import main
+from simulator.config.loader import read_document
+from simulator.engine import run_engine
+from simulator.reliability.failures import daly_interval, expected_wall, young_interval
+from simulator.reliability.run import MC_FIELDS
+from simulator.reliability.variability import (
+    Variability,
+    expected_max_lognormal,
+    expected_step,
+    harmonic,
+    perturb,
+    sample_steps,
+)
+
+IDEAL = {"reliability.jitter_sigma": 0.0, "reliability.jitter_sigma_fp8": 0.0,
+         "reliability.host_noise_s": 0.0, "reliability.gpu_failures_per_gpu_day": 0.0,
+         "reliability.node_failures_per_node_day": 0.0,
+         "reliability.link_failures_per_gpu_day": 0.0,
+         "reliability.software_failures_per_gpu_day": 0.0}
+FAST = {"mc_runs": 20, "mc_steps": 4}
+
+
+def test_ideal_cluster_takes_tokens_over_throughput_exactly():
+    r = time_to_train("tiny", "dgx-h100", 1e9, topology_overrides=IDEAL, **FAST)
+    step = simulate("tiny", "dgx-h100").step_time_s
+    tokens_per_step = r.tokens_per_s * step
+    assert r.step_time_mean_s == step and r.step_time_p99_s == step
+    assert r.days == 1e9 / tokens_per_step * step / 86400
+    assert r.goodput == 1.0 and r.interruptions == 0.0
+    assert r.monte_carlo["days_p10"] == r.monte_carlo["days_p90"] == r.days
+
+
+def test_zero_variability_replays_the_engine_bit_for_bit():
+    w, t = resolve("tiny", "dgx-h100", {}, IDEAL)
+    _, plan, run = simulate_resolved(w, t)
+    v = Variability.of(w, t)
+    assert v.zero
+    assert expected_step(plan.engine_input, v) == run.step_time
+    assert (sample_steps(plan.engine_input, v, 0, 3) == run.step_time).all()
+
+
+def test_expected_maximum_of_lognormals_matches_sampling():
+    rng = np.random.default_rng(3)
+    for n in (1, 8, 512):
+        sampled = np.exp(0.03 * rng.standard_normal((4000, n))).max(axis=1).mean()
+        assert expected_max_lognormal(0.03, n) == pytest.approx(sampled, rel=2e-3)
+    assert harmonic(4) == pytest.approx(1 + 1 / 2 + 1 / 3 + 1 / 4, rel=1e-15)
+
+
+def test_step_grows_with_peer_count():
+    def over(d):
+        return {"parallelism.data": d, "training.global_batch_size": 2 * d}
+    steps = [time_to_train("tiny", "dgx-h100", 1e9, overrides=over(d), **FAST).step_time_mean_s
+             / simulate("tiny", "dgx-h100", **over(d)).step_time_s for d in (1, 8, 64)]
+    assert steps[0] < steps[1] < steps[2]
+
+
+def test_young_daly_formulas():
+    d, m = 30.0, 3 * 3600.0
+    assert young_interval(d, m) == math.sqrt(2 * d * m)
+    x = d / (2 * m)
+    assert daly_interval(d, m) == math.sqrt(2 * d * m) * (1 + math.sqrt(x) / 3 + x / 9) - d
+    assert daly_interval(3 * m, m) == m
+    assert math.isinf(daly_interval(d, math.inf))
+    # Daly's optimum minimises his expected wall time (to grid resolution)
+    taus = np.linspace(200, 2000, 1801)
+    walls = [expected_wall(1e6, tau, d, 600, 1 / m) for tau in taus]
+    assert abs(taus[int(np.argmin(walls))] - daly_interval(d, m)) < 15
+
+
+def test_more_failures_never_shorten_training():
+    days = []
+    for scale in (0.0, 0.5, 1.0, 2.0, 8.0):
+        over = {"reliability.gpu_failures_per_gpu_day": 3e-4 * scale,
+                "reliability.software_failures_per_gpu_day": 1e-4 * scale}
+        r = time_to_train("tiny", "dgx-h100", 1e11, topology_overrides=over, **FAST)
+        days.append(r.days)
+    assert days == sorted(days) and days[0] < days[-1]
+    for tau in (60.0, 600.0, math.inf):
+        walls = [expected_wall(1e6, tau, 10, 300, lam) for lam in (0, 1e-5, 1e-4, 1e-3)]
+        assert walls == sorted(walls)
+
+
+def test_seeded_runs_repeat_and_the_seed_moves_only_monte_carlo_figures():
+    a = time_to_train("tiny", "dgx-h100", 1e11, seed=1, **FAST).to_json()
+    assert time_to_train("tiny", "dgx-h100", 1e11, seed=1, **FAST).to_json() == a
+    d1 = time_to_train("tiny", "dgx-h100", 1e11, seed=1, **FAST).to_dict()
+    d2 = time_to_train("tiny", "dgx-h100", 1e11, seed=2, **FAST).to_dict()
+    fixed = [k for k in d1 if k not in MC_FIELDS and k != "seed"]
+    assert {k: d1[k] for k in fixed} == {k: d2[k] for k in fixed}
+    assert d1["monte_carlo"] != d2["monte_carlo"]
+
+
+def test_llama3_405b_on_16k_h100_for_54_days_matches_published_reliability():
+    """Llama 3 (Meta 2024, Sec. 3.3.4): 419 unexpected interruptions in 54 days on 16,384
+    H100 and > 90 % effective training time."""
+    base = time_to_train("llama3-405b", "dgx-h100", 1e12, mc_runs=5, mc_steps=2)
+    tokens = 1e12 * 54 / base.days  # about 54 days of training
+    r = time_to_train("llama3-405b", "dgx-h100", tokens, mc_runs=5, mc_steps=2)
+    assert r.num_gpus == 16384 and 50 < r.days < 58
+    assert 200 < r.interruptions < 800
+    assert 0.90 < r.goodput < 0.99
+    assert sum(r.breakdown_fraction.values()) == pytest.approx(1.0, rel=1e-12)
+    assert 1e3 < r.checkpoint["size_GB"] < 1e4  # 405e9 x 14 B = 5.7 TB
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"tokens": 0}, "tokens"), ({"tokens": -5}, "tokens"), ({"tokens": float("nan")}, "tokens"),
+    ({"tokens": 1e9, "price_per_gpu_hour": float("nan")}, "price_per_gpu_hour"),
+    ({"tokens": 1e9, "save_interval": 0}, "save_interval"),
+])
+def test_bad_input_is_a_config_error(kwargs, field):
+    with pytest.raises(ConfigError) as exc:
+        time_to_train("tiny", "dgx-h100", **kwargs)
+    assert exc.value.field == field
+
+
+def test_negative_rate_is_rejected():
+    with pytest.raises(ConfigError):
+        time_to_train("tiny", "dgx-h100", 1e9,
+                      topology_overrides={"reliability.node_failures_per_node_day": -1})
+
+
+@pytest.mark.parametrize("args", [["--tokens", "0"], ["--tokens", "1e9", "--price-per-gpu-hour",
+                                                      "nan"],
+                                  ["--tokens", "1e9", "--set-topology",
+                                   "reliability.link_failures_per_gpu_day=-0.1"]])
+def test_cli_bad_input_one_line_exit_2(args, capsys):
+    assert main(["time-to-train", "tiny", "-t", "dgx-h100", *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1
+
+
+def test_cli_json_and_output_file(tmp_path):
+    out = tmp_path / "ttt.json"
+    assert main(["time-to-train", "tiny", "-t", "dgx-h100", "--tokens", "1e10", "--format",
+                 "json", "--runs", "5", "--steps", "2", "--price-per-gpu-hour", "2.5",
+                 "-o", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert d["cost_usd"] == pytest.approx(d["gpu_hours"] * 2.5, rel=1e-12)
+    assert d["energy_MWh"] == pytest.approx(d["it_energy_MWh"] * 1.2, rel=1e-12)
+
+
+def test_plain_simulate_keeps_its_step():
+    r = simulate("tiny", "dgx-h100")
+    assert r.step_time_p50_s == r.step_time_p99_s == r.step_time_s
+
+
+def test_sweep_reports_days_and_dollars():
+    from simulator import sweep
+    df = sweep("tiny", "dgx-h100", executor="serial",
+               axes={"topology.reliability.gpu_failures_per_gpu_day": [0.0, 3e-2]},
+               time_to_train={"tokens": 1e11, "price_per_gpu_hour": 2.0, "mc_runs": 5,
+                              "mc_steps": 2})
+    days = df["time_to_train.days"].tolist()
+    assert days[0] < days[1]
+    assert (df["time_to_train.cost_usd"] == df["time_to_train.gpu_hours"] * 2.0).all()
+    with pytest.raises(ConfigError):
+        sweep("tiny", "dgx-h100", executor="serial", time_to_train={"tokens": float("nan")})
+
+
+def test_user_interval_and_async_save():
+    user = time_to_train("tiny", "dgx-h100", 1e11, save_interval=1000, **FAST)
+    assert user.checkpoint["interval_from"] == "user"
+    assert user.checkpoint["interval_s"] == 1000 * user.step_time_mean_s
+    sync = time_to_train("llama3-405b", "dgx-h100", 1e12, mc_runs=2, mc_steps=1)
+    asyn = time_to_train("llama3-405b", "dgx-h100", 1e12, async_save=True, mc_runs=2,
+                         mc_steps=1)
+    assert asyn.checkpoint["blocking_s"] < sync.checkpoint["blocking_s"]
+    assert asyn.days <= sync.days
+
+
+def test_simulate_with_variability_keeps_the_breakdown_summing_to_the_step():
+    from simulator.reliability.run import simulate_with_variability
+    plain = simulate("tiny", "dgx-h100")
+    r = simulate_with_variability("tiny", "dgx-h100", steps=8)
+    assert r.step_time_s > plain.step_time_s
+    assert sum(r.breakdown_s.values()) == pytest.approx(r.step_time_s, rel=1e-12)
+    assert r.step_time_p50_s <= r.step_time_p99_s
+    assert r.tokens_per_s * r.step_time_s == pytest.approx(plain.tokens_per_s * plain.step_time_s)
+    ideal = simulate_with_variability("tiny", "dgx-h100", topology_overrides=IDEAL, steps=2)
+    assert ideal.step_time_s == plain.step_time_s
+
+
+def test_slow_nodes_slow_the_step_by_their_probability():
+    over = {**IDEAL, "reliability.slow_node_fraction": 0.01,
+            "reliability.slow_node_slowdown": 0.2}
+    w, t = resolve("tiny", "dgx-h100", {"parallelism.data": 16,
+                                        "training.global_batch_size": 32}, over)
+    _, plan, run = simulate_resolved(w, t)
+    v = Variability.of(w, t)
+    p_any = 1 - 0.99 ** v.job_nodes
+    inp = plan.engine_input
+    stage = np.full(inp.fwd.shape[0], 1.2)
+    slow = run_engine(perturb(inp, np.full(inp.fwd.shape, 1.2), np.full(inp.bwd.shape, 1.2),
+                              stage)).step_time
+    assert slow > run.step_time
+    assert expected_step(inp, v) == pytest.approx((1 - p_any) * run.step_time + p_any * slow,
+                                                  rel=1e-12)
+    draws = sample_steps(plan.engine_input, v, 0, 200)
+    assert draws.min() == pytest.approx(run.step_time, rel=1e-12)
+    assert draws.max() > run.step_time * 1.1
+
+
+@pytest.mark.parametrize("name", ["dgx-a100", "dgx-h100", "gb200-nvl72"])
+def test_every_run_level_constant_has_a_source(name):
+    data = read_document(name, "topologies")[0]
+    for section in ("reliability", "storage", "power"):
+        block = data[section]
+        missing = set(block) - {"sources"} - set(block["sources"])
+        assert not missing, (section, sorted(missing))
