@@ -221,3 +221,23 @@ def test_every_run_level_constant_has_a_source(name):
         block = data[section]
         missing = set(block) - {"sources"} - set(block["sources"])
         assert not missing, (section, sorted(missing))
+
+
+def test_run_variability_flag_scales_every_rate_by_the_expected_step(capsys):
+    assert main(["run", "tiny", "-t", "dgx-h100", "--format", "json"]) == 0
+    ideal = json.loads(capsys.readouterr().out)
+    assert main(["run", "tiny", "-t", "dgx-h100", "--format", "json", "--variability",
+                 "--steps", "16"]) == 0
+    noisy = json.loads(capsys.readouterr().out)
+    ratio = ideal["step_time_s"] / noisy["step_time_s"]
+    assert ratio < 1  # jitter and host noise only ever delay a synchronising step
+    for key in ("tokens_per_s", "model_tflops_per_gpu", "model_tflops_per_gpu_causal", "mfu",
+                "hfu"):
+        assert noisy[key] == pytest.approx(ideal[key] * ratio, rel=1e-12)
+    iv, iv0 = noisy["step_time_interval_s"], ideal["step_time_interval_s"]
+    if iv0["low"] is not None:
+        assert iv["low"] == pytest.approx(iv0["low"] / ratio, rel=1e-12)
+    assert sum(noisy["breakdown_s"].values()) == pytest.approx(noisy["step_time_s"], rel=1e-9)
+    assert noisy["step_time_p50_s"] <= noisy["step_time_p99_s"]
+    assert main(["run", "tiny", "-t", "dgx-h100", "--variability"]) == 0
+    assert "p50 / p99" in capsys.readouterr().out

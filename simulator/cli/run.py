@@ -7,6 +7,7 @@ import sys
 
 from ..api import resolve, simulate_resolved
 from ..metrics import Result
+from ..reliability.run import with_variability
 from .common import add_config_arguments, add_format_argument, emit, output_format, overrides
 
 NAME = "run"
@@ -16,12 +17,21 @@ HELP = "simulate one training step of WORKLOAD on a topology"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p)
     add_format_argument(p, ("table", "json"))
+    p.add_argument("--variability", action="store_true",
+                   help="apply the topology's step variability (per-GPU jitter, slow nodes, "
+                        "host noise; its `reliability` section): the step becomes the expected "
+                        "step over the job's ranks, with p50/p99 from seeded replays")
+    p.add_argument("--steps", type=int, default=64, metavar="N",
+                   help="Monte-Carlo steps for --variability's p50/p99 (default 64; seed: "
+                        "training.seed)")
 
 
 def run(args: argparse.Namespace) -> int:
     w, t = resolve(args.workload, args.topology, overrides(args.set),
                    overrides(args.set_topology))
-    result, _, _ = simulate_resolved(w, t)
+    result, plan, _ = simulate_resolved(w, t)
+    if args.variability:
+        result = with_variability(result, plan.engine_input, w, t, args.steps)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     fmt = output_format(args)
@@ -54,6 +64,8 @@ def format_table(r: Result) -> str:
         f", recompute {p['recompute']}, {p['precision']}",
         "",
         f"  step time          {r.step_time_s:10.3f} s{_band(r)}",
+        *([f"  step p50 / p99     {r.step_time_p50_s:10.3f} / {r.step_time_p99_s:.3f} s  "
+           "(variability: seeded replays)"] if "variability" in r.breakdown_s else []),
         f"  throughput         {r.tokens_per_s:10.4g} tokens/s",
         f"  model TFLOP/s/GPU  {r.model_tflops_per_gpu:10.1f}",
         f"  causal TFLOP/s/GPU {r.model_tflops_per_gpu_causal:10.1f}",
@@ -62,13 +74,24 @@ def format_table(r: Result) -> str:
         f"  bubble             {r.bubble_fraction * 100:10.1f} %",
         f"  memory per GPU     {r.memory_per_gpu_GB:10.1f} GB "
         f"({'fits' if r.fits_in_memory else 'DOES NOT FIT'})",
+        f"  parameters         {r.model_params_total / 1e9:10.1f} B total, "
+        f"{r.model_params_active / 1e9:.1f} B active",
         "",
         f"  where the time goes (bottleneck stage {r.critical_stage}):",
     ]
     for key, val in r.breakdown_s.items():
         share = val / r.step_time_s * 100 if r.step_time_s else 0.0
-        label = key if key in ("compute", "bubble") else f"exposed {key} comm"
+        label = key if key in ("compute", "bubble", "variability") else f"exposed {key} comm"
+        if key == "host":
+            if not val:
+                continue
+            label = "host launch stall"
         lines.append(f"    {label:<18}{_ms(val)}  {share:5.1f} %")
+    if r.ep_breakdown_s:
+        lines += ["", f"  expert parallelism (bottleneck stage, whole step; host-bound "
+                      f"{r.host_bound_fraction * 100:.1f} % of the step):"]
+        for key, val in r.ep_breakdown_s.items():
+            lines.append(f"    {key.replace('_', ' '):<18}{_ms(val)}")
     if len(r.imbalance) > 1 or r.imbalance.get("pp", 1.0) > 1.001:
         lines.append("")
         lines.append("  imbalance (max/mean): " + ", ".join(

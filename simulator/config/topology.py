@@ -55,6 +55,9 @@ class GPUConfig(BaseModel):
     attention_efficiency: Fraction = 0.6
     memory_bandwidth_efficiency: Fraction = 0.85
     kernel_overhead_us: Amount = 4.0  # launch + tail per kernel
+    # CPU time to issue one kernel from the training framework (PyTorch eager + Megatron
+    # Python) on the node CPU; bounds steps whose kernels are short (workload/moe_host.py).
+    host_launch_us: Amount = 0.0
     # Bytes the framework holds outside the model's tensors: CUDA context, NCCL
     # communicator buffers, cuBLAS/TE workspaces, caching-allocator fragmentation.
     framework_memory_GB: Amount = 3.0
@@ -82,6 +85,9 @@ class TierConfig(BaseModel):
     oversubscription: float = Field(1.0, ge=1, le=1e6)
     nvls_busbw_GBps: Rate | None = None  # NVLink SHARP all-reduce peak busbw
     alltoall_efficiency: Fraction | None = None
+    # Fraction of line rate DeepEP's dispatch/combine kernels reach on this tier
+    # (moe/dispatcher.py); default: alltoall_efficiency.
+    deepep_efficiency: Fraction | None = None
     half_bandwidth_MB: Amount = 16.0
     curve_exponent: float = Field(0.8, gt=0, le=10)
     sources: dict[str, str] = {}

@@ -48,9 +48,20 @@ class MoEConfig(BaseModel):
     router_skew: float = Field(0.0, ge=0, le=100)  # log-normal sigma; real routers: 0-3
     router_trace: str | None = None
     balancing: Literal["none", "aux_loss", "aux_free_bias"] = "none"
+    # Megatron-Core --moe-token-dispatcher-type; "flex" = DeepEP / HybridEP kernels
+    # (--moe-enable-deepep implies flex). Costs: simulator/moe/dispatcher.py.
+    token_dispatcher_type: Literal["alltoall", "allgather", "flex"] = "alltoall"
+    enable_deepep: bool = False
+    # Megatron-Core --overlap-moe-expert-parallel-comm (EP all-to-all of one micro-batch
+    # under another's compute) and --moe-shared-expert-overlap.
+    overlap_moe_expert_parallel_comm: bool = False
+    shared_expert_overlap: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> MoEConfig:
+        if self.enable_deepep and self.token_dispatcher_type != "flex":
+            raise ConfigError("model.moe.token_dispatcher_type", self.token_dispatcher_type,
+                              "must be 'flex' when enable_deepep is true (Megatron-Core)")
         if self.router_topk > self.num_experts:
             raise ConfigError("model.moe.router_topk", self.router_topk,
                               f"must be at most num_experts ({self.num_experts})")
@@ -79,9 +90,22 @@ class ModelConfig(BaseModel):
     hidden_dropout: float = Field(0.1, ge=0, lt=1)  # Megatron default; Llama: 0
     attention_dropout: float = Field(0.1, ge=0, lt=1)  # Megatron default; Llama: 0
     moe: MoEConfig | None = None
+    # Multi-latent attention (DeepSeek-V2/V3), Megatron-Core names; see workload/mla.py.
+    multi_latent_attention: bool = False
+    q_lora_rank: PositiveInt | None = Field(None, le=MAX_WIDTH)  # None: no query compression
+    kv_lora_rank: PositiveInt | None = Field(None, le=MAX_WIDTH)
+    qk_head_dim: PositiveInt | None = Field(None, le=MAX_WIDTH)
+    qk_pos_emb_head_dim: PositiveInt | None = Field(None, le=MAX_WIDTH)
+    v_head_dim: PositiveInt | None = Field(None, le=MAX_WIDTH)
+    mtp_num_layers: int = Field(0, ge=0, le=16)  # multi-token prediction depth (DeepSeek-V3: 1)
 
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:
+        if self.multi_latent_attention:
+            for f in ("kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"):
+                if getattr(self, f) is None:
+                    raise ConfigError(f"model.{f}", None,
+                                      "required when model.multi_latent_attention is true")
         groups = self.num_query_groups or self.num_attention_heads
         if self.num_attention_heads % groups:
             raise ConfigError("model.num_query_groups", groups,
@@ -179,6 +203,13 @@ class TrainingConfig(BaseModel):
     # performance recipes set grad_reduce_in_fp32 False: bf16 grads, half the bytes.
     grad_reduce_in_fp32: bool = True
     use_flash_attn: bool = True
+    # Megatron-Core --cuda-graph-impl / --cuda-graph-scope: graphed parts of a layer launch
+    # as one graph instead of kernel by kernel (simulator/workload/moe_host.py);
+    # "full_iteration" graphs the whole step (needs sync-free dropless MoE: Megatron's
+    # paged stash / padded experts).
+    cuda_graph_impl: Literal["none", "local", "transformer_engine", "full_iteration"] = "none"
+    cuda_graph_scope: list[Literal["full", "attn", "mlp", "moe", "moe_router",
+                                   "moe_preprocess"]] = Field(default_factory=lambda: ["full"])
     seed: int = Field(0, ge=0)
     # Megatron-Core precision-aware optimizer (--use-precision-aware-optimizer and the
     # dtypes it allows): main (master) params, main grads and Adam moments below fp32.
@@ -285,6 +316,16 @@ class Workload(BaseModel):
             raise ConfigError("training.cpu_offloading_num_layers",
                               tr.cpu_offloading_num_layers,
                               f"must be below model.num_layers ({self.model.num_layers})")
+        return self
+
+    @model_validator(mode="after")
+    def _check_moe_plan(self) -> Workload:
+        moe = self.model.moe
+        if moe is not None and moe.token_dispatcher_type == "flex" and self.parallelism.expert < 2:
+            field = "model.moe.enable_deepep" if moe.enable_deepep \
+                else "model.moe.token_dispatcher_type"
+            raise ConfigError(field, getattr(moe, field.rsplit(".", 1)[1]),
+                              "the flex (DeepEP) dispatcher needs parallelism.expert >= 2")
         return self
 
     @property

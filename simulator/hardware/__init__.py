@@ -52,6 +52,7 @@ class GPU:
     kernel_overhead_s: float
     framework_memory_bytes: float
     comm_overlap_slowdown: float = 0.0
+    host_launch_s: float = 0.0
     host_link_bandwidth: float | None = None  # bytes/s per direction, GPU <-> host
 
     def peak(self, dtype: str) -> float:
@@ -82,6 +83,7 @@ class Tier:
     alltoall_efficiency: float
     half_bandwidth_bytes: float
     curve_exponent: float
+    deepep_efficiency: float = 0.0
 
     @property
     def achievable(self) -> float:
@@ -175,6 +177,7 @@ class Topology:
             framework_memory_bytes=g.framework_memory_GB * GB,
             host_link_bandwidth=g.host_link_GBps * GB if g.host_link_GBps else None,
             comm_overlap_slowdown=g.comm_overlap_slowdown,
+            host_launch_s=g.host_launch_us * US,
         )
         return Topology(name=cfg.name, gpu=gpu, tiers=tuple(_tier(t) for t in cfg.tiers))
 
@@ -186,4 +189,5 @@ def _tier(t: TierConfig) -> Tier:
         nvls_busbw=t.nvls_busbw_GBps * GB if t.nvls_busbw_GBps else None,
         alltoall_efficiency=t.alltoall_efficiency or t.efficiency,
         half_bandwidth_bytes=t.half_bandwidth_MB * MB, curve_exponent=t.curve_exponent,
+        deepep_efficiency=t.deepep_efficiency or t.alltoall_efficiency or t.efficiency,
     )

@@ -48,6 +48,7 @@ from ..config.workload import Workload
 from ..errors import ConfigError
 from ..moe.router import is_moe_layer as moe_rule
 from ..schedules import get_schedule
+from ..workload.mla import qk_dim
 
 BYTES_16 = 2.0  # bf16 / fp16 element
 BYTES_FP32 = 4.0
@@ -136,7 +137,7 @@ def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
     """
     m, par, tr = w.model, w.parallelism, w.training
     rc = _recompute_for(w, recompute)
-    if rc.has("mla_up_proj"):
+    if rc.has("mla_up_proj") and not m.multi_latent_attention:
         raise ConfigError("training.recompute_modules", "mla_up_proj",
                           "needs multi-latent attention, which this model does not use")
     s, b, sp_div = _tokens(w)
@@ -150,6 +151,15 @@ def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
     replicated = (4.0 + norms_out + masks) * s * b * h / sp_div
     qd, kvd = m.num_attention_heads * m.head_dim, m.groups * m.head_dim
     attention = BYTES_16 * s * b * (qd + 2 * kvd + qd) / t
+    if m.multi_latent_attention:
+        # MLA (workload/mla.py): Q and K of a*(qk+rope) and V of a*v per token (the up
+        # projections' outputs; recomputed, not kept, with recompute_modules mla_up_proj)
+        # and the output-projection input a*v, TP-sharded; the q / kv latents (normed
+        # inputs of the up projections) replicated over TP.
+        a, v = m.num_attention_heads, m.v_head_dim or 0
+        latents = (m.q_lora_rank or 0) + (m.kv_lora_rank or 0) + (m.qk_pos_emb_head_dim or 0)
+        qkv = 0.0 if rc.has("mla_up_proj") else 2 * a * qk_dim(m) + a * v
+        attention = BYTES_16 * s * b * ((qkv + a * v) / t + latents)
     scores = 0.0
     if not tr.use_flash_attn and not rc.has("core_attn"):
         # softmax output (2) + dropout mask (1) + dropout output (2); softmax only

@@ -11,6 +11,7 @@ import numpy as np
 from ..config.workload import Workload
 from ..engine import EngineResult
 from ..hardware import Topology
+from ..workload.model_params import model_params
 from ..workload.plan import Plan
 from .flops import executed_flops_per_step, kept_fraction, model_flops_per_step
 from .uncertainty import COVERAGE, interval
@@ -46,6 +47,13 @@ class Result:
     critical_stage: int
     events: int
     notes: list[str] = field(default_factory=list)
+    model_params_total: float = 0.0  # main model, unsharded (MTP modules apart)
+    model_params_active: float = 0.0  # per token (MoE: top-k routed + shared experts)
+    # MoE: dispatch / combine / permute / router / expert_gemm / exposed / hidden /
+    # host_stall seconds on the bottleneck stage, summed over the step (fwd + bwd).
+    ep_breakdown_s: dict[str, float] = field(default_factory=dict)
+    # Share of the step the bottleneck stage's GPU waits for the host to launch kernels.
+    host_bound_fraction: float = 0.0
     # Cross-validated error bar (metrics/uncertainty.py): {"low", "high"}; both None when the
     # plan is far outside the validated space (a note says why).
     step_time_interval_s: dict[str, float | None] | None = None
@@ -121,6 +129,8 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     ep = max(0.0, sums["ep"] - st.fb_saved)
     exposed = {"tp": sums["tp"], "cp": sums["cp"], "ep": ep, "pp": float(st.pp_wait),
                "dp": float(dp)}
+    ep = dict(plan.ep_breakdown[crit]) if plan.ep_breakdown else {}
+    host = ep.get("host_stall", 0.0)  # in the phase durations, neither compute nor comm
     bubble = float(max(0.0, run.step_time - st.busy - st.pp_wait - dp - st.optimizer))
     exposed = {k: _denoise(v, run.step_time) for k, v in exposed.items()}
     bubble = _denoise(bubble, run.step_time)
@@ -134,6 +144,12 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     busy = [s.busy for s in run.stages]
     imbalance = {"pp": max(busy) / (sum(busy) / len(busy)) if sum(busy) > 0 else 1.0,
                  **plan.imbalance}
+    params = model_params(w)
+    host_bound = host / step if step > 0 else 0.0
+    notes = list(plan.notes)
+    if host_bound > 0.05:
+        notes.append("host launch-bound: the GPU waits for the CPU to issue kernels "
+                     "(host_bound_fraction; training.cuda_graph_impl would cut launches)")
     p = w.parallelism
     moe = w.model.moe is not None
     band = interval(step, "moe_step_time" if moe else "dense_step_time", topo.gpu.name,
@@ -148,14 +164,16 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         hfu=executed_flops_per_step(plan) / (step * n * kernel_peak(w, topo)),
         bubble_fraction=bubble / step, compute_time_s=compute, optimizer_time_s=st.optimizer,
         exposed_comm_s=exposed,
-        breakdown_s={"compute": compute, **exposed, "bubble": bubble},
+        breakdown_s={"compute": compute, **exposed, "host": host, "bubble": bubble},
         memory_per_gpu_GB=memory.memory_per_gpu_GB, fits_in_memory=memory.fits,
         memory_margin_GB=memory.margin_bytes / 1e9,
         memory_breakdown_GB=memory.worst.breakdown_GB(), imbalance=imbalance,
         critical_stage=crit, events=run.events, step_time_p50_s=step, step_time_p99_s=step,
-        notes=list(plan.notes) + ([] if memory.fits else [f"does not fit: {memory.explain()}"])
+        notes=notes + ([] if memory.fits else [f"does not fit: {memory.explain()}"])
         + list(band.notes),
         interval_coverage=band.coverage, interval_basis=band.basis, **ranges,
+        model_params_total=params.total, model_params_active=params.active,
+        ep_breakdown_s=ep, host_bound_fraction=host_bound,
     )
 
 

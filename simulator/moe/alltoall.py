@@ -34,7 +34,7 @@ from ..errors import ConfigError
 from .router import RouterLoads
 
 
-def _rank_shares(loads: RouterLoads, ep: int) -> tuple[np.ndarray, float]:
+def rank_shares(loads: RouterLoads, ep: int) -> tuple[np.ndarray, float]:
     per_rank = loads.per_rank(ep).astype(float)
     kept = per_rank.sum()
     share = per_rank / kept if kept else per_rank
@@ -45,7 +45,7 @@ def _rank_shares(loads: RouterLoads, ep: int) -> tuple[np.ndarray, float]:
 def alltoall_matrix(loads: RouterLoads, ep: int, tokens_per_rank: int,
                     bytes_per_token: float) -> np.ndarray:
     """Flat dispatch bytes ``[src, dst]`` (zero diagonal); combine is its transpose."""
-    share, kept_frac = _rank_shares(loads, ep)
+    share, kept_frac = rank_shares(loads, ep)
     per_src = tokens_per_rank * loads.topk * kept_frac * bytes_per_token
     mat = np.broadcast_to(per_src * share, (ep, ep)).copy()
     np.fill_diagonal(mat, 0.0)
@@ -58,7 +58,7 @@ def _node_hits(loads: RouterLoads, ep: int, ranks_per_node: int,
     if ranks_per_node < 1 or ep % ranks_per_node:
         raise ConfigError("ranks_per_node", ranks_per_node,
                           f"must divide the expert-parallel size ({ep})")
-    share, _ = _rank_shares(loads, ep)
+    share, _ = rank_shares(loads, ep)
     q = share.reshape(-1, ranks_per_node).sum(axis=1)
     hits = 1.0 - (1.0 - q) ** loads.topk
     if max_nodes_per_token is not None and hits.sum() > max_nodes_per_token:
@@ -71,7 +71,7 @@ def internode_bytes(loads: RouterLoads, ep: int, tokens_per_rank: int,
                     max_nodes_per_token: int | None = None) -> np.ndarray:
     """Inter-node dispatch bytes sent by each rank ``[ep]``, deduplicated per node."""
     hits = _node_hits(loads, ep, ranks_per_node, max_nodes_per_token)
-    _, kept_frac = _rank_shares(loads, ep)
+    _, kept_frac = rank_shares(loads, ep)
     node_of = np.arange(ep) // ranks_per_node
     remote = hits.sum() - hits[node_of]
     return tokens_per_rank * kept_frac * bytes_per_token * remote
@@ -95,7 +95,7 @@ def alltoall_bytes(loads: RouterLoads, ep: int, tokens_per_rank: int, bytes_per_
     send_inter = internode_bytes(loads, ep, tokens_per_rank, bytes_per_token, ranks_per_node,
                                  max_nodes_per_token)
     hits = _node_hits(loads, ep, ranks_per_node, max_nodes_per_token)
-    _, kept_frac = _rank_shares(loads, ep)
+    _, kept_frac = rank_shares(loads, ep)
     senders = ep - ranks_per_node  # ranks on other nodes, each sending to this node
     recv_inter = (tokens_per_rank * kept_frac * bytes_per_token * senders
                   * hits[node_of] / ranks_per_node)

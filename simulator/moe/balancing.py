@@ -81,7 +81,7 @@ def simulate_balancing(moe: MoEConfig, tokens: int, steps: int, seed: int,
         rows.append(_row(step, make_loads(counts, softmax(logits), moe, tokens), ep))
         if strategy == "aux_free_bias":
             bias += gamma * np.sign(counts.mean() - counts)
-    import pandas as pd  # optional heavy dependency, loaded on first use: keeps `import simulator` light
+    import pandas as pd  # heavy, loaded on first use: keeps `import simulator` light
 
     return pd.DataFrame(rows)
 

@@ -112,9 +112,9 @@ def effective_skew(moe: MoEConfig, step: int | None = None) -> float:
 
 def bias_residual(logits: np.ndarray, step: int | None, gamma: float = DEFAULT_GAMMA):
     """Selection logits after ``step`` sign-updates of the DeepSeek-V3 bias (analytic)."""
-    centred = logits - np.median(logits)
-    if step is None:
+    if step is None:  # steady state: the bias has absorbed the popularity
         return np.zeros_like(logits)
+    centred = logits - np.median(logits)
     return np.sign(centred) * np.maximum(np.abs(centred) - gamma * max(step, 0), 0.0)
 
 

@@ -101,9 +101,24 @@ def inclusion_probs(logits: np.ndarray, topk: int) -> np.ndarray:
     return -np.expm1(-w * hi)
 
 
+_PI_CACHE: dict[tuple[bytes, int], np.ndarray] = {}
+
+
+def _cached_inclusion_probs(logits: np.ndarray, topk: int) -> np.ndarray:
+    """:func:`inclusion_probs`, memoised on the exact logits: DeepSeek-V3's bias balancing
+    selects on all-zero logits in every (layer, micro-batch) draw (identical results)."""
+    key = (logits.tobytes(), int(topk))
+    pi = _PI_CACHE.get(key)
+    if pi is None:
+        if len(_PI_CACHE) > 64:
+            _PI_CACHE.clear()
+        pi = _PI_CACHE[key] = inclusion_probs(logits, topk)
+    return pi
+
+
 def _threshold_counts(logits: np.ndarray, tokens: int, topk: int,
                       rng: np.random.Generator) -> np.ndarray:
-    pi = inclusion_probs(logits, topk)
+    pi = _cached_inclusion_probs(logits, topk)
     counts = rng.multinomial(tokens * topk, pi / pi.sum()).astype(np.int64)
     while (over := int(np.maximum(counts - tokens, 0).sum())):  # an expert at most once a token
         counts = np.minimum(counts, tokens)

@@ -200,15 +200,36 @@ def simulate_with_variability(workload: Ref, topology: TopologyRef,
     ``breakdown_s`` gains ``variability`` (expected minus ideal step, so the parts still sum
     to the step) and whose ``step_time_p50_s`` / ``step_time_p99_s`` come from ``steps``
     seeded Monte-Carlo replays."""
-    if steps < 1:
-        raise ConfigError("steps", steps, "an integer >= 1")
     w, t = resolve(workload, topology, overrides, topology_overrides, seed)
     result, plan, _ = simulate_resolved(w, t)
-    d = step_distribution(plan.engine_input, Variability.of(w, t), w.training.seed, steps)
-    scale = result.step_time_s / d.mean_s
+    return with_variability(result, plan.engine_input, w, t, steps)
+
+
+def with_variability(result, engine_input, w: Workload, t: TopologyConfig, steps: int = 64):
+    """``result`` (an ideal-step :class:`~simulator.Result`) with the topology's step
+    variability applied: ``step_time_s`` becomes the expected step and every per-second
+    figure (throughput, TFLOP/s, MFU, HFU, the interval) follows it by the same factor;
+    ``breakdown_s`` gains ``variability`` (expected minus ideal step, so the parts still sum
+    to the step); ``step_time_p50_s`` / ``step_time_p99_s`` come from ``steps`` seeded
+    Monte-Carlo replays (seed: ``training.seed``)."""
+    if not 1 <= steps <= 100_000:
+        raise ConfigError("steps", steps, "an integer from 1 to 100000")
+    d = step_distribution(engine_input, Variability.of(w, t), w.training.seed, steps)
+    scale = result.step_time_s / d.mean_s  # per-second figures scale by ideal / expected
+
+    def band(iv, inverse: bool):
+        if not iv or iv.get("low") is None:
+            return iv
+        f = 1 / scale if inverse else scale
+        return {"low": iv["low"] * f, "high": iv["high"] * f}
+
     return replace(result, step_time_s=d.mean_s, tokens_per_s=result.tokens_per_s * scale,
                    model_tflops_per_gpu=result.model_tflops_per_gpu * scale,
-                   mfu=result.mfu * scale,
+                   model_tflops_per_gpu_causal=result.model_tflops_per_gpu_causal * scale,
+                   mfu=result.mfu * scale, hfu=result.hfu * scale,
                    bubble_fraction=result.bubble_fraction * scale,
                    breakdown_s={**result.breakdown_s, "variability": d.mean_s - d.ideal_s},
+                   step_time_interval_s=band(result.step_time_interval_s, True),
+                   tokens_per_s_interval=band(result.tokens_per_s_interval, False),
+                   mfu_interval=band(result.mfu_interval, False),
                    step_time_p50_s=d.p50_s, step_time_p99_s=d.p99_s)

@@ -12,7 +12,7 @@ Categories and their units (SI, as everywhere in the simulator):
   not used for fitting).
 * ``collective_busbw``: nccl-tests bus bandwidth, GB/s (a display unit, as the sources).
 * ``layer_time``: seconds for one transformer layer's forward (``-fwd``) or backward (``-bwd``).
-* ``ep_alltoall``: MoE all-to-all bandwidth, GB/s (reported, not gated).
+* ``ep_alltoall``: MoE all-to-all bandwidth, GB/s (DeepEP's own metric; max 15 %).
 * ``peak_memory``: peak bytes the framework's allocator held on one GPU, decimal GB
   (``validation/memory.yaml``: Megatron-LM's logged ``torch.cuda.memory_stats()``
   ``allocated_bytes.all.peak``, which leaves out the CUDA context, NCCL's buffers and the
@@ -137,7 +137,7 @@ def _expand(group: dict) -> list[Case]:
         for p in group["points"]:
             spec = {"op": group["op"], "ranks": int(p.get("ranks", group.get("ranks", 0))),
                     "bytes": float(p["bytes"]), "stride": int(group.get("stride", 1)),
-                    "algo": group.get("algo")}
+                    "algo": group.get("algo"), "deepep": group.get("deepep")}
             suffix = f"{spec['ranks']}r-{int(p['bytes'])}" if "ranks" in p else str(p["bytes"])
             out.append(Case(id=f"{group['group']}-{suffix}", measured=float(p["busbw_GBps"]),
                             spec=spec, **base))

@@ -38,15 +38,17 @@ BOUNDS = {
     "gpu.attention_efficiency": (0.30, 0.70),
     "gpu.memory_bandwidth_efficiency": (0.60, 0.95),
     "gpu.kernel_overhead_us": (1.0, 10.0),
+    "gpu.host_launch_us": (0.0, 150.0),
 }
 FIT_CATEGORIES = ("dense_step_time", "layer_time")
 DEFAULT_PARAMS = ["gpu.gemm_efficiency", "gpu.gemm_half_dim", "gpu.attention_efficiency"]
 
 
-def training_cases(topology: str, cases: list[Case] | None = None) -> list[Case]:
-    cases = load_cases(categories=list(FIT_CATEGORIES)) if cases is None else cases
+def training_cases(topology: str, cases: list[Case] | None = None,
+                   categories: tuple[str, ...] = FIT_CATEGORIES) -> list[Case]:
+    cases = load_cases(categories=list(categories)) if cases is None else cases
     return [c for c in cases if c.topology == topology and not c.holdout
-            and c.category in FIT_CATEGORIES]
+            and c.category in categories]
 
 
 def default_params(cases: list[Case]) -> list[str]:
@@ -119,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=8)
     ap.add_argument("--precision", default=None, metavar="P",
                     help="only training cases of this training.precision (e.g. bf16, fp8)")
+    ap.add_argument("--categories", nargs="+", default=list(FIT_CATEGORIES),
+                    help="case categories to fit on (default: dense_step_time layer_time; "
+                    "the MoE host constant is fitted on moe_step_time)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="hold a constant at VALUE (not fitted), e.g. gpu.gemm_efficiency=0.7")
     ap.add_argument("--bound", action="append", default=[], metavar="NAME=LO:HI",
@@ -130,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         BOUNDS[name] = (lo, hi)
     fixed = {name: float(v) for name, v in (item.split("=", 1) for item in args.set)}
     gpu = load_topology(args.topology, fixed).gpu
-    cases = [c for c in training_cases(args.topology)
+    cases = [c for c in training_cases(args.topology, categories=tuple(args.categories))
              if args.precision is None or precision(c) == args.precision]
     if not cases:
         raise ConfigError("topology", args.topology, "has no training cases"

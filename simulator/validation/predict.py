@@ -26,6 +26,7 @@ from ..hardware import Topology
 from ..memory import estimate_memory
 from ..workload.cost import CostContext, cost_ops
 from ..workload.layout import group_layout
+from ..workload.moe_dispatch import deepep_bandwidth
 from ..workload.ops import backward_of, layer_forward, recompute_ops
 from .cases import Case
 
@@ -78,6 +79,20 @@ def predict_busbw(case: Case, topology_overrides: dict[str, Any] | None = None) 
                            s["algo"], _topo_overrides(case, topology_overrides))
 
 
+def predict_ep_alltoall(case: Case, topology_overrides: dict[str, Any] | None = None) -> float:
+    """DeepEP dispatch / combine bandwidth in DeepEP's own metric, GB/s
+    (:func:`simulator.workload.moe_dispatch.deepep_bandwidth`); NCCL busbw without a
+    ``deepep`` block."""
+    s = case.spec
+    if not s.get("deepep"):
+        return predict_busbw(case, topology_overrides)
+    d = s["deepep"]
+    topo = Topology.from_config(load_topology(case.topology,
+                                              _topo_overrides(case, topology_overrides)))
+    return deepep_bandwidth(s["ranks"], int(d["ranks_per_node"]), int(d["topk"]),
+                            d.get("max_nodes_per_token"), topo) / GB
+
+
 def predict_peak_memory(case: Case, topology_overrides: dict[str, Any] | None = None) -> float:
     """Allocator peak of the case's stage, decimal GB (stage total less the framework)."""
     w, t = resolve(case.spec["workload"], case.topology, case.spec["overrides"],
@@ -93,7 +108,7 @@ PREDICTORS = {
     "moe_step_time": predict_step_time,
     "layer_time": predict_layer_time,
     "collective_busbw": predict_busbw,
-    "ep_alltoall": predict_busbw,
+    "ep_alltoall": predict_ep_alltoall,
     "peak_memory": predict_peak_memory,
 }
 

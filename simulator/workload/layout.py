@@ -5,8 +5,11 @@ Global ranks are numbered with the axes of ``parallelism.rank_order``
 TP peers are adjacent (inside an NVLink domain) and PP peers farthest apart.
 Expert parallelism folds into the data/context ranks (Megatron-Core parallel
 folding, Liu et al. 2025): the attention layout uses tp, cp, dp, pp; the
-expert layout numbers the same ranks as etp-ep-edp-pp, so an EP group's stride
-is ETP.
+expert layout numbers the same ranks in the order of ``rank_order`` with tp read
+as etp, dp as edp (cp folded into edp): with the default order (etp-ep-edp-pp) an EP group's
+stride is ETP and its peers share NVLink domains; an order that puts dp before
+ep (``tp-cp-dp-ep-pp``) spreads each EP group ``etp * edp`` ranks apart, across
+nodes.
 """
 
 from __future__ import annotations
@@ -41,12 +44,30 @@ def group_layout(w: Workload, topo: Topology) -> dict[str, Placement]:
     etp = p.etp
     ep = p.expert
     edp = max(1, p.tensor * p.context * p.data // (ep * etp))
+    est = expert_strides(w, edp)
     return {
         "tp": topo.place(p.tensor, st["tp"]),
         "cp": topo.place(p.context, st["cp"]),
         "dp": topo.place(p.data, st["dp"]),
         "dp_cp": topo.place(p.data * p.context, dp_cp_stride if p.context > 1 else st["dp"]),
         "pp": topo.place(min(2, p.pipeline), st["pp"]),
-        "ep": topo.place(ep, etp),
-        "edp": topo.place(edp, etp * ep),
+        "ep": topo.place(ep, est["ep"]),
+        "edp": topo.place(edp, est["edp"]),
     }
+
+
+def expert_strides(w: Workload, edp: int) -> dict[str, int]:
+    """Strides of the expert layout's ep and edp axes: ``rank_order`` with tp read as
+    etp and dp as edp, cp dropped (Megatron-Core's expert rank generator folds cp into
+    expert-DP)."""
+    p = w.parallelism
+    size = {"etp": p.etp, "ep": p.expert, "edp": edp, "pp": p.pipeline}
+    rename = {"tp": "etp", "dp": "edp", "ep": "ep", "pp": "pp"}  # cp folds into edp
+    out, acc = {}, 1
+    for axis in p.rank_order.split("-"):
+        name = rename.get(axis)
+        if name is None:
+            continue
+        out[name] = acc
+        acc *= size[name]
+    return out

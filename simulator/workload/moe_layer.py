@@ -1,23 +1,35 @@
 """Cost of the routed-expert part of one MoE layer, per micro-batch draw of the router.
 
-Per MoE layer and micro-batch (Megatron-Core's all-to-all token dispatcher):
+Per MoE layer and micro-batch, as Megatron-Core's ``MoELayer`` runs it:
 
-1. router GEMM ``T x h @ h x E`` and token permutation (bandwidth bound);
-2. **dispatch** all-to-all over the EP group: each source rank sends each of
-   its assignments (``h`` elements; FP8 with an FP8 recipe) to the rank of its
-   expert; per-rank volumes follow the actual routing, and the collective ends
-   when its busiest rank does (:func:`simulator.collectives.alltoall_time_uneven`);
-3. expert FFNs as one grouped GEMM per rank: expert ``e`` multiplies its
-   ``n_e`` kept tokens, so small groups run at lower efficiency (the GEMM
-   shape curve of :func:`simulator.compute.gemm_efficiency`) and the slowest EP
-   rank sets the pace;
-4. **combine** all-to-all (bf16), the mirror of dispatch, and un-permutation.
+1. **router**: gating GEMM ``T x h @ h x E`` (bf16) and score / top-k kernels
+   (memory bound, fp32 scores read a few times);
+2. **permute**: copy each token once per assignment into expert order, reading
+   ``T*h`` and writing ``T*k*h`` elements (bf16), memory bound;
+3. **dispatch** (:mod:`.moe_dispatch`, by ``token_dispatcher_type``);
+4. **experts** as one grouped GEMM per rank: expert ``e`` multiplies its ``n_e``
+   rows, so small groups run at lower efficiency (the GEMM shape curve of
+   :func:`simulator.compute.gemm_efficiency` on each expert's own ``m x n x k``),
+   one kernel per expert and linear (TE ``GroupedLinear``), plus FP8 input
+   quantisation per expert (read bf16, write fp8) under an FP8 recipe; the
+   slowest EP rank sets the pace;
+5. **combine** and **unpermute** (read ``T*k*h``, write ``T*h``), the mirror.
 
-Backward: the same two all-to-alls (gradients) and twice the expert FLOPs.
-Source tokens per rank: ``T * etp / tp`` (with ETP < TP the TP ranks split the
-tokens between them, Megatron-Core parallel folding). Router draws are seeded
-by ``(seed, layer, micro-batch)``, so a run is reproducible and a different
-seed changes only these draws.
+Backward: the same exchanges (gradients, bf16), twice the expert FLOPs, twice the
+memory traffic. Source tokens per rank: ``T * etp / tp`` (with ETP < TP the TP
+ranks split the tokens, Megatron-Core parallel folding).
+
+Expert-parallel communication is exposed unless overlapped:
+``shared_expert_overlap`` hides dispatch/combine under the shared expert of the
+same micro-batch; ``overlap_moe_expert_parallel_comm`` (Megatron-Core's combined
+1F1B: one micro-batch's forward interleaved with another's backward) hides each
+forward exchange under the backward compute of the same layer and each backward
+exchange under the forward compute. Overlapped compute runs
+``comm_overlap_slowdown`` slower for the overlapped time (as TP overlap does).
+Host launch-boundedness and the dropless sync: :mod:`.moe_host`.
+
+Router draws are seeded by ``(seed, layer, micro-batch)``: reproducible, and a
+different seed changes only these draws.
 """
 
 from __future__ import annotations
@@ -26,16 +38,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..collectives import alltoall_time_uneven
-from ..compute import gemm_efficiency, memory_time
+from ..compute import BYTES, gemm_efficiency, gemm_time, memory_time
 from ..config.workload import Workload
 from ..hardware import Placement, Topology
-from ..moe import RouterLoads, alltoall_bytes, rng_for, route
+from ..moe import RouterLoads, rng_for, route
+from .cost import Phase
+from .moe_dispatch import Dispatcher
+from .moe_host import BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes, launch_counts
 
 
 @dataclass(frozen=True)
 class MoEPart:
-    """Seconds of one MoE block on the critical EP rank."""
+    """Seconds of one MoE block on the critical EP rank (beyond the layer's base ops)."""
 
     duration: float
     compute: float
@@ -44,16 +58,22 @@ class MoEPart:
     combine: float
     experts: float
     loads: RouterLoads
+    permute: float = 0.0
+    router: float = 0.0
+    hidden_ep: float = 0.0
+    host_stall: float = 0.0
+    host: float = 0.0
 
 
 class MoECost:
     """Routed-expert cost model for one workload on one topology."""
 
-    def __init__(self, w: Workload, topo: Topology, groups: dict[str, Placement], T: float):
+    def __init__(self, w: Workload, topo: Topology, groups: dict[str, Placement], T: float,
+                 base: tuple[Phase, Phase] | None = None):
         m, p = w.model, w.parallelism
         assert m.moe is not None
         self.w, self.topo, self.moe = w, topo, m.moe
-        self.place = groups["ep"]
+        self._place = groups["ep"]
         self.ep = p.expert
         self.etp = p.etp
         self.h = m.hidden_size
@@ -62,7 +82,31 @@ class MoECost:
         self.tokens = max(1, round(T * self.etp / p.tensor))  # source tokens per rank
         self.fp8 = w.training.precision == "fp8"
         self.seed = w.training.seed
+        self.base = base or (Phase(), Phase())
+        tr = w.training
+        self.synced = m.moe.capacity_factor is None and tr.cuda_graph_impl != "full_iteration"
+        graphed = graphed_scopes(tr.cuda_graph_impl, list(tr.cuda_graph_scope), self.synced)
+        base_gemms = sum(1 for o in self.base[0].ops if o.flops > 0)
+        self.launches = launch_counts(len(self.base[0].ops) + (base_gemms if self.fp8 else 0),
+                                      m.moe.num_experts // self.ep, self.fp8, graphed)
+        self.dispatcher = self._dispatcher()
+        self.shared = self._shared_seconds(m.moe.shared_expert_ffn_hidden_size / p.tensor, T)
         self._cache: dict[tuple[int, int], tuple[MoEPart, MoEPart]] = {}
+
+    @property
+    def place(self) -> Placement:
+        """Where the EP group sits; setting it re-places the dispatcher."""
+        return self._place
+
+    @place.setter
+    def place(self, value: Placement) -> None:
+        self._place = value
+        self.dispatcher = self._dispatcher()
+
+    def _dispatcher(self) -> Dispatcher:
+        moe = self.moe
+        return Dispatcher(moe.token_dispatcher_type, self._place, self.topo, self.ep,
+                          self.tokens, self.h, moe.max_nodes_per_token)
 
     def draws(self) -> list[RouterLoads]:
         """Every router draw costed so far, one per (layer, micro-batch)."""
@@ -72,54 +116,117 @@ class MoECost:
         rng = rng_for(self.seed, layer, mb)
         return route(self.moe, self.tokens * self.ep, rng)
 
+    def _shared_seconds(self, ffn_t: float, T: float) -> float:
+        """Forward seconds of the shared expert's GEMMs (what shared-expert overlap hides)."""
+        if ffn_t <= 0:
+            return 0.0
+        gpu, dt = self.topo.gpu, self.w.training.precision
+        return (gemm_time(T, ffn_t * (2 if self.glu else 1), self.h, gpu, dt)
+                + gemm_time(T, self.h, ffn_t, gpu, dt))
+
     def expert_seconds(self, kept: np.ndarray, backward: bool) -> np.ndarray:
-        """Grouped-GEMM seconds per EP rank for per-expert kept assignments ``kept``."""
+        """Grouped-GEMM seconds per EP rank for per-expert kept assignments ``kept``.
+
+        Each expert's GEMMs at their own shape's efficiency, one kernel per expert and
+        linear (``kernel_overhead_s``), FP8 quantisation of each expert's inputs
+        (read bf16 + write fp8 per element) under an FP8 recipe, and the activation.
+        """
         gpu = self.topo.gpu
         dtype = "fp8" if self.fp8 else "bf16"
         n = kept.astype(float)
         f = self.ffn / self.etp
         shapes = [(n, f * (2 if self.glu else 1), self.h), (n, self.h, f)]
         total = np.zeros_like(n)
+        bw = gpu.hbm_bandwidth * gpu.memory_bandwidth_efficiency
         for mm, nn, kk in shapes:
             flops = 2.0 * mm * nn * kk
             eff = gemm_efficiency(np.maximum(mm, 1.0), nn, kk, gpu, dtype)
-            total += flops / (gpu.peak(dtype) * eff)
-        act = n * f * 2 * (3 if self.glu else 2) / (gpu.hbm_bandwidth *
-                                                    gpu.memory_bandwidth_efficiency)
+            total += flops / (gpu.peak(dtype) * eff) + gpu.kernel_overhead_s
+            if self.fp8:
+                total += mm * kk * 3.0 / bw + gpu.kernel_overhead_s
+        act = n * f * 2 * (3 if self.glu else 2) / bw
         per_expert = (total + act) * (2.0 if backward else 1.0)
-        per_rank = per_expert.reshape(self.ep, -1).sum(axis=1)
-        return per_rank + 2 * gpu.kernel_overhead_s * (2.0 if backward else 1.0)
+        return per_expert.reshape(self.ep, -1).sum(axis=1) + gpu.kernel_overhead_s
+
+    @property
+    def deterministic(self) -> bool:
+        """Uniform routing ignores the random draw: every (layer, micro-batch) costs the same."""
+        return self.moe.router_load == "uniform"
 
     def part(self, layer: int, mb: int, backward: bool) -> MoEPart:
-        key = (layer, mb)
+        key = (0, 0) if self.deterministic else (layer, mb)
         if key not in self._cache:
             loads = self.route(layer, mb)
-            experts = float(self.expert_seconds(loads.kept_tokens, False).max())
-            send, recv = alltoall_bytes(loads, self.ep, self.tokens, 1.0)  # per byte/token
-            self._cache[key] = (self._cost(loads, experts, send, recv, False),
-                                self._cost(loads, experts, send, recv, True))
+            experts = self.expert_seconds(loads.kept_tokens, False)
+            self._cache[key] = self._costs(loads, float(experts.max()))
         return self._cache[key][1 if backward else 0]
 
-    def _a2a(self, send: np.ndarray, recv: np.ndarray, bytes_per_token: float) -> float:
-        return alltoall_time_uneven(send * bytes_per_token, recv * bytes_per_token, self.place,
-                                    self.topo)
+    def _local(self) -> tuple[float, float]:
+        """(router, permute + unpermute) forward seconds on one rank."""
+        gpu, e = self.topo.gpu, BYTES["bf16"]
+        T, k = self.tokens, self.moe.router_topk
+        router = (_router_gemm(T, self.moe.num_experts, self.h, gpu)
+                  + memory_time(4.0 * 4 * T * self.moe.num_experts, gpu))
+        permute = 2 * memory_time((1 + k) * T * self.h * e, gpu)
+        return router, permute
 
-    def _cost(self, loads: RouterLoads, experts: float, send: np.ndarray, recv: np.ndarray,
-              backward: bool) -> MoEPart:
+    def _costs(self, loads: RouterLoads, experts: float) -> tuple[MoEPart, MoEPart]:
         gpu = self.topo.gpu
-        experts *= 2.0 if backward else 1.0
-        dispatch = self._a2a(send, recv, self.h * (1 if self.fp8 and not backward else 2))
-        combine = self._a2a(send, recv, self.h * 2)
-        rows = self.tokens * self.moe.router_topk
-        local = (memory_time(2 * 2 * rows * self.h, gpu) * 2
-                 + _router_gemm(self.tokens, self.moe.num_experts, self.h, gpu))
-        local *= 2.0 if backward else 1.0
-        compute = experts + local
-        exposed = dispatch + combine
-        return MoEPart(duration=compute + exposed, compute=compute, exposed_ep=exposed,
-                       dispatch=dispatch, combine=combine, experts=experts, loads=loads)
+        d_f, c_f = self.dispatcher.times(loads, 1.0 if self.fp8 else 2.0, 2.0)
+        d_b = c_b = c_f  # backward: both exchanges carry bf16 gradients
+        router, permute = self._local()
+        comp_f = experts + router + permute
+        comp_b = BACKWARD_FACTOR * comp_f
+        base_f, base_b = self.base[0].duration, self.base[1].duration
+        hide_f = hide_b = 0.0
+        if self.moe.shared_expert_overlap:
+            hide_f, hide_b = self.shared, 2.0 * self.shared
+        if self.moe.overlap_moe_expert_parallel_comm:
+            hide_f, hide_b = hide_f + comp_b + base_b, hide_b + comp_f + base_f
+        kappa = gpu.comm_overlap_slowdown
+        exp_f = _exposed(d_f + c_f, hide_f, kappa)
+        exp_b = _exposed(d_b + c_b, hide_b, kappa)
+        c = gpu.host_launch_s
+        n = self.launches
+        host_a = (n.attention + n.router + n.preprocess) * c
+        host_b = (n.dispatch_combine + n.experts + 2) * c
+        fwd = forward_cost(base_f + router, experts + permute + exp_f, host_a, host_b,
+                           self.synced)
+        bwd = backward_cost(base_b + comp_b + exp_b, BACKWARD_FACTOR * (host_a + host_b))
+        return (self._part(loads, fwd.duration - base_f, comp_f, exp_f, d_f, c_f, experts,
+                           router, permute, fwd.stall, fwd.host),
+                self._part(loads, bwd.duration - base_b, comp_b, exp_b, d_b, c_b,
+                           BACKWARD_FACTOR * experts, BACKWARD_FACTOR * router,
+                           BACKWARD_FACTOR * permute, bwd.stall, bwd.host))
+
+    @staticmethod
+    def _part(loads, duration, compute, exposed, dispatch, combine, experts, router, permute,
+              stall, host) -> MoEPart:
+        return MoEPart(duration=duration, compute=compute, exposed_ep=exposed,
+                       dispatch=dispatch, combine=combine, experts=experts, loads=loads,
+                       permute=permute, router=router,
+                       hidden_ep=max(0.0, dispatch + combine - exposed), host_stall=stall,
+                       host=host)
+
+
+def _exposed(comm: float, hiding: float, kappa: float) -> float:
+    """Critical-path seconds of ``comm`` overlapped with ``hiding`` seconds of compute
+    (as :func:`simulator.workload.cost._exposed`)."""
+    return max(0.0, comm - hiding) + kappa * min(comm, hiding)
 
 
 def _router_gemm(tokens: float, experts: int, h: int, gpu) -> float:
     eff = gemm_efficiency(tokens, experts, h, gpu, "bf16")
     return 2.0 * tokens * experts * h / (gpu.peak("bf16") * eff) + gpu.kernel_overhead_s
+
+
+EP_KEYS = ("dispatch", "combine", "permute", "router", "expert_gemm", "exposed", "hidden",
+           "host_stall")
+
+
+def add_ep_breakdown(acc: dict[str, float], part: MoEPart, weight: float = 1.0) -> None:
+    """Accumulate one MoE part into an ``ep_breakdown_s`` dict (seconds, :data:`EP_KEYS`)."""
+    vals = (part.dispatch, part.combine, part.permute, part.router, part.experts,
+            part.exposed_ep, part.hidden_ep, part.host_stall)
+    for k, v in zip(EP_KEYS, vals, strict=True):
+        acc[k] = acc.get(k, 0.0) + v * weight

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from ..compute import BYTES
 from ..config.workload import Workload
+from . import mla
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,9 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
     """
     q = x.T  # local query tokens (s/cp per sequence, times b)
     full = 4.0 * q * x.s * x.a_t * x.d  # unmasked square, local queries vs all keys
-    if w.training.use_flash_attn:
+    if w.model.multi_latent_attention:
+        full = mla.core_flops(w.model, q, x.s, x.a_t)
+    if w.training.use_flash_attn or w.model.multi_latent_attention:
         return [Op("attention", "attn", flops=full * 0.5, model_flops=full)]
     scores = x.b * x.a_t * (x.s / x.cp) * x.s
     return [
@@ -132,15 +135,39 @@ def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
     qkv_n = (x.a_t + 2 * x.g_t) * x.d
     ops = [mem("input_layernorm", 2 * x.Tn * x.h * x.e)]
     ops += _tp_in(x, "tp_allgather_attn")
-    ops += [gemm("qkv", x.T, qkv_n, x.h, column=True),
-            mem("rotary", 2 * x.T * (x.a_t + x.g_t) * x.d * x.e)]
+    if w.model.multi_latent_attention:
+        ops += mla_projections(w, x)
+    else:
+        ops += [gemm("qkv", x.T, qkv_n, x.h, column=True),
+                mem("rotary", 2 * x.T * (x.a_t + x.g_t) * x.d * x.e)]
     ops += attention_core(w, x)
-    ops += [gemm("attn_proj", x.T, x.h, x.a_t * x.d)]
+    v_dim = w.model.v_head_dim if w.model.multi_latent_attention else x.d
+    ops += [gemm("attn_proj", x.T, x.h, x.a_t * v_dim)]
     ops += _tp_out(x, "tp_reduce_attn")
     ops += [mem("residual_layernorm", 5 * x.Tn * x.h * x.e)]
     if x.ffn_t > 0:
         ops += mlp_forward(x)
     ops += [mem("residual", 3 * x.Tn * x.h * x.e)]
+    return ops
+
+
+def mla_projections(w: Workload, x: Dims) -> list[Op]:
+    """MLA query / key-value projections, latent norms and rope (:mod:`.mla`)."""
+    m = w.model
+    qk, rope = mla.qk_dim(m), m.qk_pos_emb_head_dim or 0
+    ops: list[Op] = []
+    if m.q_lora_rank:
+        ops += [gemm("q_down", x.T, m.q_lora_rank, x.h),
+                mem("q_layernorm", 2 * x.T * m.q_lora_rank * x.e),
+                gemm("q_up", x.T, x.a_t * qk, m.q_lora_rank, column=True)]
+    else:
+        ops += [gemm("q_proj", x.T, x.a_t * qk, x.h, column=True)]
+    kv_lora = m.kv_lora_rank or 0
+    ops += [gemm("kv_down", x.T, kv_lora + rope, x.h),
+            mem("kv_layernorm", 2 * x.T * kv_lora * x.e),
+            gemm("kv_up", x.T, x.a_t * ((m.qk_head_dim or 0) + (m.v_head_dim or 0)), kv_lora,
+                 column=True),
+            mem("rotary", 2 * x.T * (x.a_t + 1) * rope * x.e)]
     return ops
 
 

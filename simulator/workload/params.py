@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from ..config.workload import Workload
 from ..errors import ConfigError
 from ..moe import is_moe_layer
+from .mla import attention_params as mla_attention_params
 from .partition import Partition
 
 
@@ -51,6 +52,8 @@ def layer_params(w: Workload, moe_layer: bool) -> StageParams:
     h, t, d = m.hidden_size, par.tensor, m.head_dim
     attention = (h * (m.num_attention_heads + 2 * m.groups) * d
                  + m.num_attention_heads * d * h) / t
+    if m.multi_latent_attention:
+        attention = mla_attention_params(m, t)
     norms = 4.0 * h
     if not (moe_layer and m.moe is not None):
         return StageParams(dense=attention + norms + _mlp_params(w, m.ffn) / t, expert=0.0)
@@ -59,6 +62,24 @@ def layer_params(w: Workload, moe_layer: bool) -> StageParams:
     shared = _mlp_params(w, moe.shared_expert_ffn_hidden_size) / t
     experts = moe.num_experts / par.expert * _mlp_params(w, moe.ffn_hidden_size or m.ffn) / par.etp
     return StageParams(dense=attention + norms + router + shared, expert=experts)
+
+
+def mtp_params(w: Workload) -> StageParams:
+    """``mtp_num_layers`` multi-token-prediction modules on one GPU of the last stage.
+
+    Each (DeepSeek-V3 sec. 2.2; Megatron-Core ``MultiTokenPredictionLayer``): two
+    RMSNorms (``2h``), the projection of the concatenated ``[h; h]`` to ``h``
+    (``2h*h``, column-parallel) and one decoder layer of the model's last-layer kind
+    (MoE for DeepSeek-V3); embedding and output head are shared with the main model.
+    """
+    k = w.model.mtp_num_layers
+    if not k:
+        return StageParams(dense=0.0, expert=0.0)
+    h = w.model.hidden_size
+    moe = w.model.moe
+    lp = layer_params(w, moe is not None and is_moe_layer(moe, w.model.num_layers - 1))
+    return StageParams(dense=k * (lp.dense + 2.0 * h + 2.0 * h * h / w.parallelism.tensor),
+                       expert=k * lp.expert)
 
 
 def padded_vocab(w: Workload) -> int:
@@ -95,7 +116,9 @@ def stage_params(w: Workload, partition: Partition, stage: int) -> StageParams:
         if g == 0:
             dense += table
         if g == last_g:
-            dense += h  # final norm
+            mtp = mtp_params(w)
+            dense += h + mtp.dense  # final norm, multi-token-prediction modules
+            expert += mtp.expert
             if w.model.untie_embeddings_and_output_weights or p > 1:
                 dense += table
     return StageParams(dense=dense, expert=expert)

@@ -27,7 +27,7 @@ from ..moe import is_moe_layer
 from .context import make_attention
 from .cost import CostContext, Phase, TimedOp, cost_ops
 from .layout import group_layout, strides
-from .moe_layer import MoECost, MoEPart
+from .moe_layer import MoECost, MoEPart, add_ep_breakdown
 from .ops import backward_of, dims, embedding_forward, layer_forward, output_forward, recompute_ops
 from .params import StageParams
 from .partition import Partition
@@ -55,6 +55,7 @@ class Plan:
     imbalance: dict[str, float] = field(default_factory=dict)
     moe: MoECost | None = None
     shape: PlanShape | None = None
+    ep_breakdown: list[dict[str, float]] = field(default_factory=list)  # per stage, seconds
 
 
 class _Builder:
@@ -70,9 +71,10 @@ class _Builder:
                                attention=make_attention(w, topo, self.groups, x),
                                async_grad_allreduce=tr.async_tensor_model_parallel_allreduce)
         self.dense = self._layer(None)
-        self.moe = MoECost(w, topo, self.groups, x.T) if w.model.moe else None
         shared = w.model.moe.shared_expert_ffn_hidden_size if w.model.moe else 0
-        self.moe_base = self._layer(shared, moe_layer=True) if self.moe else None
+        self.moe_base = self._layer(shared, moe_layer=True) if w.model.moe else None
+        self.moe = MoECost(w, topo, self.groups, x.T, self.moe_base) if w.model.moe else None
+        self.ep_parts: list[MoEPart] = []  # MoE parts of the last chunk() call
         self.rc = rc = tr.recompute_plan
         self.recompute_moe = rc.full or rc.has("moe")
         # full recompute, block method: layers past recompute_num_layers keep their
@@ -127,6 +129,7 @@ class _Builder:
         """(forward, backward, W seconds) of chunk c on stage s for micro-batch mb."""
         w = self.w
         f, b = Phase(), Phase()
+        self.ep_parts = []
         wg = self.w_output if last else 0.0
         if first:
             f.extend(self.embed[0], ops=ops)
@@ -143,6 +146,7 @@ class _Builder:
             wg += self.w_dense * (dense_run + plain_run)
             dense_run = plain_run = 0
             fp, bp = self.moe.part(layer, mb, False), self.moe.part(layer, mb, True)
+            self.ep_parts += [fp, bp]
             wg += self.w_moe_base + bp.experts / 2
             f.extend(self.moe_base[0], ops=ops)
             f.extend(_moe_phase(fp, ops), ops=ops)
@@ -156,10 +160,26 @@ class _Builder:
         if moved and self.offload is not None:
             f.extend(self.offload[0], moved, ops), b.extend(self.offload[1], moved, ops)
         if last:
+            self._mtp(f, b, mb, ops)
             f.extend(self.output[0], ops=ops)
         if first:
             b.extend(self.embed[1], ops=ops)
         return f, b, min(wg, b.duration)
+
+    def _mtp(self, f: Phase, b: Phase, mb: int, ops: bool) -> None:
+        """Multi-token-prediction modules on the last chunk: each one more decoder layer
+        of the last layer's kind and one more output layer + loss (DeepSeek-V3 sec. 2.2)."""
+        m = self.w.model
+        for k in range(m.mtp_num_layers):
+            layer = m.num_layers + k
+            if self.moe is not None and is_moe_layer(m.moe, layer):
+                fp, bp = self.moe.part(layer, mb, False), self.moe.part(layer, mb, True)
+                self.ep_parts += [fp, bp]
+                f.extend(self.moe_base[0], ops=ops), f.extend(_moe_phase(fp, ops), ops=ops)
+                b.extend(_moe_phase(bp, ops), ops=ops), b.extend(self.moe_base[1], ops=ops)
+            else:
+                f.extend(self.dense[0], ops=ops), b.extend(self.dense[1], ops=ops)
+            f.extend(self.output[0], ops=ops), b.extend(self.output[1], ops=ops)
 
 
 def _moe_phase(part: MoEPart, ops: bool) -> Phase:
@@ -186,7 +206,8 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False) -> Plan:
     fwd_ep, bwd_ep = np.zeros((P, V, M)), np.zeros((P, V, M))
     phases: dict[tuple[str, int, int], Phase] = {}
     totals = [dict.fromkeys(AXES, 0.0) for _ in range(P)]
-    varies = bld.moe is not None
+    ep_totals: list[dict[str, float]] = [{} for _ in range(P)]
+    varies = bld.moe is not None and not bld.moe.deterministic  # per micro-batch draws
     for s in range(P):
         for c in range(V):
             first, last = bld.shape.first(s, c), bld.shape.last(s, c)
@@ -201,6 +222,8 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False) -> Plan:
                 fwd_ep[s, c, sl], bwd_ep[s, c, sl] = f.exposed.get("ep", 0.0), \
                     b.exposed.get("ep", 0.0)
                 weight = 1 if varies else len(mbs)
+                for part in bld.ep_parts:
+                    add_ep_breakdown(ep_totals[s], part, weight)
                 for ph in (f, b):
                     totals[s]["compute"] += ph.compute * weight
                     for axis in ("tp", "cp", "ep"):
@@ -216,7 +239,8 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False) -> Plan:
                 engine_input=_engine_input(w, topo, bld, schedule, (fwd, bwd, wgrad, fwd_ep,
                                                                         bwd_ep), params, not bound_only),
                 stage_params=params, totals=totals, notes=notes, imbalance=imbalance,
-                moe=bld.moe, shape=bld.shape)
+                moe=bld.moe, shape=bld.shape,
+                ep_breakdown=ep_totals if bld.moe is not None else [])
 
 
 def _moe_imbalance(moe: MoECost) -> dict[str, float]:

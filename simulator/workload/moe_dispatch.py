@@ -1,0 +1,149 @@
+"""Token dispatchers of Megatron-Core: what one dispatch and one combine cost (seconds).
+
+``model.moe.token_dispatcher_type`` (Megatron-Core ``--moe-token-dispatcher-type``):
+
+* ``alltoall`` (``MoEAlltoAllTokDispatcher``): NCCL all-to-all over the EP group,
+  one message per (token, expert) assignment; per-rank volumes follow the routing
+  (:func:`simulator.moe.alltoall_bytes`, flat), and the collective ends when the
+  busiest rank does. Node-limited routing does not shrink it: every assignment
+  still travels on its own.
+* ``allgather`` (``MoEAllGatherTokenDispatcher``): every EP rank all-gathers all
+  ``ep * T`` tokens (``h`` elements each) and keeps its experts' rows; combine is
+  the reduce-scatter of the expert outputs. Volume does not depend on the routing
+  or top-k: ``(ep - 1) * T * h`` bytes in per rank.
+* ``flex`` (DeepEP, ``enable_deepep``; deepseek-ai/DeepEP "normal" kernels):
+  hierarchical. A token crosses the inter-node network once per distinct remote
+  node it needs (RDMA to the same-index GPU there) and is forwarded over NVLink
+  inside that node; node-limited routing (``max_nodes_per_token``) bounds the
+  remote nodes (:func:`simulator.moe.alltoall_bytes` with ``ranks_per_node``).
+  NVLink and RDMA run concurrently; each tier runs at its ``deepep_efficiency``
+  (fitted to DeepEP's README tables, topology ``sources``).
+
+Dispatch sends FP8 activations under an FP8 recipe (DeepSeek-V3 sec. 3.3.2;
+Megatron-Core ``--moe-router-dtype``/FP8 dispatch in DeepEP), combine and every
+backward exchange send bf16. Units: bytes, seconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..collectives import alltoall_time_uneven, collective_time
+from ..hardware import Placement, Topology
+from ..moe import RouterLoads, alltoall_bytes
+from ..moe.alltoall import rank_shares
+
+
+class Dispatcher:
+    """Dispatch / combine seconds of one MoE layer for one router draw."""
+
+    def __init__(self, kind: str, place: Placement, topo: Topology, ep: int, tokens: int,
+                 hidden: int, max_nodes: int | None):
+        self.kind, self.place, self.topo = kind, place, topo
+        self.ep, self.tokens, self.h, self.max_nodes = ep, tokens, hidden, max_nodes
+        # GPUs of one EP group that share a scale-up (NVLink) domain.
+        self.local = max(1, min(ep, place.local))
+
+    def times(self, loads: RouterLoads, dispatch_elem: float, combine_elem: float
+              ) -> tuple[float, float]:
+        """(dispatch, combine) seconds; bytes per element 1 = FP8, 2 = bf16. The volume is
+        computed once for both (combine mirrors dispatch: per-rank send and receive
+        swap, and the busiest rank's larger direction sets the time either way)."""
+        if self.ep <= 1:
+            return 0.0, 0.0
+        if self.kind == "allgather":
+            return self._allgather(dispatch_elem), self._reduce_scatter(combine_elem)
+        if self.kind == "flex":
+            nvl, rdma = self._hier(loads)
+            return self._deepep(nvl, rdma, dispatch_elem), self._deepep(nvl, rdma, combine_elem)
+        send, recv = alltoall_bytes(loads, self.ep, self.tokens, float(self.h))
+        return (alltoall_time_uneven(send * dispatch_elem, recv * dispatch_elem, self.place,
+                                     self.topo),
+                alltoall_time_uneven(recv * combine_elem, send * combine_elem, self.place,
+                                     self.topo))
+
+    def _allgather(self, elem: float) -> float:
+        return collective_time("all_gather", self.ep * self.tokens * self.h * elem,
+                               self.place, self.topo)
+
+    def _reduce_scatter(self, elem: float) -> float:
+        return collective_time("reduce_scatter", self.ep * self.tokens * self.h * elem,
+                               self.place, self.topo)
+
+    def _hier(self, loads: RouterLoads) -> tuple[float, float]:
+        """Busiest rank's (NVLink, inter-node) elements of one DeepEP dispatch."""
+        share, kept = rank_shares(loads, self.ep)
+        nvl, rdma = deepep_tokens(share, loads.topk, self.local, self.max_nodes)
+        scale = self.tokens * kept * self.h
+        return float(nvl.max()) * scale, float(rdma.max()) * scale
+
+    def _deepep(self, nvl: float, rdma: float, elem: float) -> float:
+        """Seconds of one DeepEP normal-kernel exchange: NVLink and RDMA concurrently
+        (the NVLink volume includes the forwarding of received RDMA tokens)."""
+        tiers = self.topo.tiers
+        t = nvl * elem / (tiers[0].bandwidth * tiers[0].deepep_efficiency)
+        if rdma > 0 and len(tiers) > 1:
+            span = tiers[1:self.place.span + 1] or tiers[1:2]
+            bw = min(x.bandwidth * x.deepep_efficiency / x.oversubscription for x in span)
+            t = max(t, rdma * elem / bw)
+        return t + tiers[min(self.place.span, len(tiers) - 1)].latency_s
+
+
+def deepep_tokens(share: np.ndarray, topk: int, local: int, max_nodes: int | None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """DeepEP token copies per source token, per rank: ``(nvlink, rdma)`` ``[ep]``.
+
+    DeepEP sends a token once per destination *rank* inside the node and once per
+    destination *node* across nodes (to the same-index GPU, which forwards it over
+    NVLink to the hit GPUs there): deepseek-ai/DeepEP README, "normal kernels", and
+    DeepSeek-V3 sec. 3.2.2. With independent top-k picks and rank shares ``q_r``, rank
+    ``r`` is hit with probability ``1 - (1 - q_r)^k`` and node ``n`` with ``1 - (1 -
+    Q_n)^k``; node-limited routing scales both so a token hits at most
+    ``max_nodes`` nodes. Rank ``i`` of node ``a`` sends over RDMA one copy per hit
+    remote node, ``sum_{n != a} hit_n``, and over NVLink its own copies to the hit
+    peers of its node plus the forwarded copies of the ``N - 1`` remote senders,
+    ``N * sum_{r in a, r != i} hit_r`` (same routing distribution for every source).
+    """
+    ep = share.size
+    local = max(1, min(local, ep))
+    nodes = ep // local
+    hit_r = 1.0 - (1.0 - share) ** topk
+    hit_n = 1.0 - (1.0 - share.reshape(nodes, local).sum(axis=1)) ** topk
+    if max_nodes is not None and hit_n.sum() > max_nodes:
+        scale = max_nodes / hit_n.sum()
+        hit_r, hit_n = hit_r * scale, hit_n * scale
+    node_of = np.arange(ep) // local
+    peers = hit_r.reshape(nodes, local).sum(axis=1)[node_of] - hit_r
+    nvl = nodes * peers
+    rdma = hit_n.sum() - hit_n[node_of]
+    return nvl, rdma
+
+
+def deepep_bandwidth(ep: int, local: int, topk: int, max_nodes: int | None,
+                     topo: Topology) -> float:
+    """DeepEP's reported bandwidth for one uniform dispatch, bytes/s (its own metric).
+
+    DeepEP's tests report, intranode, the bytes a rank receives (its own share
+    included) and, internode, the RDMA bytes a rank sends counted once per destination
+    node including its own, both divided by the kernel time; the time is
+    :meth:`Dispatcher._deepep`'s (NVLink and RDMA concurrently).
+    """
+    share = np.full(ep, 1.0 / ep)
+    nvl, rdma = deepep_tokens(share, topk, local, max_nodes)
+    t0 = topo.tiers[0]
+    t_nv = float(nvl.max()) / (t0.bandwidth * t0.deepep_efficiency)
+    if ep <= local:
+        counted = local * float(1.0 - (1.0 - 1.0 / ep) ** topk)
+        return counted / t_nv
+    t1 = topo.tiers[1]
+    t_rdma = float(rdma.max()) / (t1.bandwidth * t1.deepep_efficiency / t1.oversubscription)
+    counted = float(rdma[0] + _own_node_hit(share, topk, local, max_nodes))
+    return counted / max(t_nv, t_rdma)
+
+
+def _own_node_hit(share: np.ndarray, topk: int, local: int, max_nodes: int | None) -> float:
+    nodes = share.size // local
+    hit_n = 1.0 - (1.0 - share.reshape(nodes, local).sum(axis=1)) ** topk
+    if max_nodes is not None and hit_n.sum() > max_nodes:
+        hit_n = hit_n * max_nodes / hit_n.sum()
+    return float(hit_n[0])

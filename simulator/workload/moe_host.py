@@ -1,0 +1,107 @@
+"""Host launch-boundedness of a MoE layer: the GPU cannot run ahead of the CPU.
+
+The CPU issues every kernel of a training step (PyTorch eager + Megatron-Core
+Python), ``gpu.host_launch_s`` seconds each (a property of the node's CPU: x86
+DGX vs Grace on GB200, topology ``sources``). While the GPU's kernels are longer
+than that, the host runs ahead and costs nothing; when they are short (fast GPUs,
+small experts) the GPU waits for the host. A synchronisation (device-to-host copy)
+drains the queue: after it the GPU idles until the host has issued the next work.
+
+Dropless MoE has one such sync per MoE layer in the forward: the grouped expert
+GEMM needs the per-expert token counts on the host (Megatron-Core's dispatchers
+call ``.cpu()`` / ``.tolist()`` on ``tokens_per_expert``; DeepEP's normal
+``dispatch`` waits on the CPU for the received counts). The backward reuses the
+counts: no sync. A capacity factor (token dropping) fixes the shapes: no sync.
+
+A forward MoE layer is two segments around the sync, ``A`` = attention, router,
+dispatch preprocessing and ``B`` = dispatch, experts, combine. After the sync of
+layer ``i`` the host issues ``B_i`` and then ``A_{i+1}`` (no sync in between, so
+``A_{i+1}`` is issued while the GPU still runs ``B_i``) and waits at the next sync.
+The GPU finishes ``B_i`` at ``max(g_B, h_B)`` and ``A_{i+1}`` no earlier than it was
+issued, so one layer's period is ``max(g_A + g_B, g_A + h_B, h_A + h_B)``.
+Without a sync the whole layer takes ``max(gpu, host)``. CUDA graphs
+(``training.cuda_graph_impl`` with ``cuda_graph_scope``) replace a graphed part's
+launches by one graph launch (Megatron-Core ``--cuda-graph-scope attn moe_router moe_preprocess``).
+
+Kernel counts per micro-batch (Megatron-Core ``MoELayer.forward``: router,
+``dispatch_preprocess``, ``token_dispatch``, ``GroupedMLP``/TE ``GroupedLinear``,
+``token_combine``; read from megatron/core/transformer/moe/*.py): the router
+launches about 8 kernels (gating GEMM, score function, top-k, probabilities,
+aux-loss / bias update), dispatch preprocessing about 12 (histogram, count
+exchange, masks, permute), dispatch and combine about 6 each (exchange, sort by
+local expert, unpermute); TE's grouped linear issues one GEMM per local expert
+per linear, plus one quantisation per expert and linear under FP8. Backward:
+twice the GEMMs (data and weight gradient) and about twice the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ROUTER_KERNELS = 8
+PREPROCESS_KERNELS = 12
+DISPATCH_KERNELS = 6
+COMBINE_KERNELS = 6
+BACKWARD_FACTOR = 2.0
+
+
+@dataclass(frozen=True)
+class LaunchCounts:
+    """Kernels issued by the host for one MoE layer's parts (forward)."""
+
+    attention: float  # attention block + shared expert (the layer's non-routed ops)
+    router: float
+    preprocess: float
+    dispatch_combine: float
+    experts: float
+
+
+def launch_counts(attention_ops: int, local_experts: int, fp8: bool, graphed: set[str]
+                  ) -> LaunchCounts:
+    """Forward kernel launches; a graphed scope launches once (one graph)."""
+    per_expert = 2 * (2 if fp8 else 1)  # fc1, fc2 (+ their FP8 input quantisation)
+    experts = local_experts * per_expert + 2.0  # + activation and probability scaling
+    whole = "full" in graphed or "moe" in graphed
+    return LaunchCounts(
+        attention=1.0 if ("attn" in graphed or "full" in graphed) else float(attention_ops),
+        router=1.0 if ("moe_router" in graphed or whole) else ROUTER_KERNELS,
+        preprocess=1.0 if ("moe_preprocess" in graphed or whole) else PREPROCESS_KERNELS,
+        dispatch_combine=1.0 if whole else DISPATCH_KERNELS + COMBINE_KERNELS,
+        experts=1.0 if whole else experts,
+    )
+
+
+def graphed_scopes(impl: str, scope: list[str], synced: bool) -> set[str]:
+    """CUDA-graphed parts of a layer; a full-layer graph cannot hold a host sync."""
+    if impl == "none":
+        return set()
+    if impl == "full_iteration":
+        return {"full"}
+    out = set(scope)
+    if synced and ("full" in out or "moe" in out):
+        out -= {"full", "moe"}
+        out |= {"attn", "moe_router", "moe_preprocess"}
+    return out
+
+
+@dataclass(frozen=True)
+class HostCost:
+    """Seconds of one MoE layer part with the host model applied."""
+
+    duration: float  # critical path including host stalls
+    gpu: float  # GPU-busy seconds
+    host: float  # CPU launch seconds
+    stall: float  # duration - gpu: the GPU waiting for the host
+
+
+def forward_cost(gpu_a: float, gpu_b: float, host_a: float, host_b: float, synced: bool
+                 ) -> HostCost:
+    """Forward layer: segments A and B around the sync (module docs)."""
+    gpu, host = gpu_a + gpu_b, host_a + host_b
+    dur = max(gpu, gpu_a + host_b, host) if synced else max(gpu, host)
+    return HostCost(duration=dur, gpu=gpu, host=host, stall=dur - gpu)
+
+
+def backward_cost(gpu: float, host: float) -> HostCost:
+    dur = max(gpu, host)
+    return HostCost(duration=dur, gpu=gpu, host=host, stall=dur - gpu)
