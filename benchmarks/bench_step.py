@@ -6,6 +6,14 @@ process, best of N after a warm-up, and writes ``reports/benchmarks.md``.
 
     python benchmarks/bench_step.py            # writes reports/benchmarks.md
     python benchmarks/bench_step.py --no-write # print only
+    python benchmarks/bench_step.py --engines --no-write   # + the section below
+    python benchmarks/bench_step.py --engines --write-startup  # writes it (issue 16)
+
+``--engines``: every shipped workload in process, CPU time of
+``simulate_resolved`` (direct replay, the default path) and of the same step
+with the SimPy event loop, interleaved in one run, each also divided by the
+import floor (a fresh ``python -c 'import numpy, simpy, pydantic, yaml'``,
+CPU time, median of 5, same run) and DeepSeek-V3 over the dense 405B.
 """
 
 from __future__ import annotations
@@ -13,11 +21,23 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
+import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 from simulator.api import resolve, simulate_resolved
+from simulator.engine import NullRecorder, run_engine
+from simulator.hardware import Topology
 from simulator.io import atomic_write_text
+from simulator.memory import estimate_memory
+from simulator.metrics import summarize
+from simulator.workload.plan import build_plan
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report_section import write_section
 
 CASES = [
     ("llama3-405b", "dgx-h100", {}),
@@ -28,6 +48,68 @@ CASES = [
     ("deepseek-v3", "dgx-h100", {}),
 ]
 OUT = Path(__file__).resolve().parents[1] / "reports" / "benchmarks.md"
+STARTUP = OUT.parent / "benchmarks_startup.md"
+SHIPPED = ["llama3-8b", "llama3-70b", "llama3-405b", "llama3-405b-long-context", "gpt3-175b",
+           "mixtral-8x7b", "mixtral-8x22b", "deepseek-v3"]
+
+
+def _step(w, t, engine: str) -> None:
+    """``simulate_resolved`` with the replay engine chosen (records discarded)."""
+    topo = Topology.from_config(t)
+    p = build_plan(w, topo)
+    run = run_engine(p.engine_input, NullRecorder(), engine=engine)
+    summarize(p, run, estimate_memory(w, topo, p.partition))
+
+
+def _cpu_of(fn, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+def _floor(repeats: int = 5) -> float:
+    """Median CPU seconds of a fresh process importing numpy, simpy, pydantic, yaml."""
+    out = []
+    for _ in range(repeats):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-c", "import numpy, simpy, pydantic, yaml"],
+                       check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(out)
+
+
+def engines_section(repeats: int) -> str:
+    floor = _floor()
+    rows, direct = [], {}
+    for name in SHIPPED:
+        w, t = resolve(name, "dgx-h100")
+        simulate_resolved(w, t)  # warm-up (imports, caches)
+        d = _cpu_of(lambda: _step(w, t, "direct"), repeats)
+        sp = _cpu_of(lambda: _step(w, t, "simpy"), repeats)
+        direct[name] = d
+        rows.append(f"| {name} | {d * 1e3:.1f} ms | {d / floor:.2f} | {sp * 1e3:.1f} ms "
+                    f"| {sp / d:.2f} |")
+        print(rows[-1])
+    ratio = direct["deepseek-v3"] / direct["llama3-405b"]
+    return "\n".join([
+        "## In process: one simulated step, direct replay against SimPy (issue 16)", "",
+        "Reproduce with `python benchmarks/bench_step.py --engines --write-startup`.", "",
+        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}; load average "
+        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end. CPU time of "
+        f"`simulate_resolved` on dgx-h100 (plan, replay, memory, metrics; no YAML), best of "
+        f"{repeats} after a warm-up; both engines in the same run. Import floor (fresh "
+        f"process, `import numpy, simpy, pydantic, yaml`, CPU, median of 5, same run): "
+        f"{floor * 1e3:.0f} ms.", "",
+        "| workload | step (direct replay) | / import floor | step with SimPy replay "
+        "| SimPy / direct |",
+        "|---|---|---|---|---|", *rows, "",
+        f"DeepSeek-V3 / Llama 3 405B (direct): {ratio:.1f}x (target: at most 5x); "
+        f"target: every workload <= 100 ms."])
 
 
 def time_case(workload: str, topology: str, overrides: dict, repeats: int) -> tuple[float, int]:
@@ -47,7 +129,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--engines", action="store_true", help="direct vs SimPy, every workload")
+    ap.add_argument("--write-startup", action="store_true",
+                    help="write the --engines section of reports/benchmarks_startup.md")
     args = ap.parse_args()
+    if args.engines:
+        text = engines_section(args.repeats)
+        print(text)
+        if args.write_startup:
+            write_section(STARTUP, "bench_step_engines", text)
+        return
     rows = []
     for workload, topo, ov in CASES:
         wall, events = time_case(workload, topo, ov, args.repeats)

@@ -73,9 +73,12 @@ def plan(workload: Ref, topology: TopologyRef, overrides: Overrides | None = Non
 
 def simulate_resolved(w: Workload, t: TopologyConfig, keep_records: bool = False
                       ) -> tuple[Result, Plan, Any]:
-    """Simulate an already validated configuration; returns (result, plan, engine run)."""
+    """Simulate an already validated configuration; returns (result, plan, engine run).
+
+    Without ``keep_records`` the plan's phases carry no op timelines (nothing reads
+    them without the records; :func:`plan` gives the full plan)."""
     topo = Topology.from_config(t)
-    p = build_plan(w, topo)
+    p = build_plan(w, topo, ops=keep_records)
     run = run_engine(p.engine_input, ListRecorder() if keep_records else NullRecorder())
     mem = estimate_memory(w, topo, p.partition)
     return summarize(p, run, mem), p, run

@@ -83,3 +83,4 @@ def test_shipped_plans_same_step_both_engines(workload):
     _, plan, fast = simulate_resolved(w, t)
     ref = run_engine(plan.engine_input, NullRecorder(), engine="simpy")
     _same(ref, fast)
+    _same(ref, run_engine(plan.engine_input, NullRecorder()))  # compiled structure reused

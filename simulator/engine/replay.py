@@ -76,28 +76,10 @@ class _Stage:
 
     def __init__(self, sim: Any, s: int, data: _Data):
         self.s, self.data = s, data
-        inp, route = sim.inp, sim.route
-        steps = self.steps = inp.schedule[s]
-        split = self.split = {(x.mb, x.chunk) for x in steps if x.phase == "W"}
-        grad_done: dict[int, int] = {}
-        for i, x in enumerate(steps):  # as core._Sim.stage: last W or unsplit B per chunk
-            if x.phase == "W" or (x.phase == "B" and (x.mb, x.chunk) not in split):
-                grad_done[x.chunk] = i
-        self.rel = [-1] * len(steps)
-        if inp.overlap_grad_reduce:
-            for c, i in grad_done.items():
-                self.rel[i] = c
-        self.fused = [is_fused(x) for x in steps]
-        # the route's answers depend on (phase, chunk) only: ask once per pair
-        pairs = {(x.phase, x.chunk): x for x in steps}
-        waits = {k: route.waits(s, x) for k, x in pairs.items()}
-        to = {k: route.dst(s, x) for k, x in pairs.items()}
-        self.wait = [(x[0], x[1], x[2], s) if waits[x[0], x[2]] else None for x in steps]
-        self.dur = _durations(s, steps, split, data)
-        self.dst = []
-        for x in steps:
-            d = to[x[0], x[2]]
-            self.dst.append(None if d is None else ((x[0], x[1], d[1], d[0]), d[0] == s))
+        steps = self.steps = sim.inp.schedule[s]
+        self.split, self.fused, self.wait, self.rel, self.dst = _structure(
+            steps, sim.route, s, sim.inp.overlap_grad_reduce)
+        self.dur = _durations(s, steps, self.split, data)
         self.i = 0
         self.now = 0.0
         self.seen_b = False
@@ -227,6 +209,51 @@ class _Stage:
             if self.dst[i + k] is not None:
                 _send(sim, s, x, self.dst[i + k], now, data.p2p, arrive, waiters, runnable)
         return now, seen_b
+
+
+_STRUCTURES: dict[tuple[int, int, int, bool], tuple] = {}
+_MAX_STRUCTURES = 4096  # stages' worth; cleared when full
+
+
+def _structure(steps, route, s: int, overlap_grad: bool) -> tuple:
+    """(split, fused, wait, rel, dst) of stage s: what depends on the order and the route
+    only, not on times. Shared step lists (tuples from ``workload.shape.schedule_steps``,
+    one route per size) are compiled once; the cache keeps the objects it was keyed on, so
+    an ``id`` cannot be reused while its entry lives."""
+    if not isinstance(steps, tuple):
+        return _compile(steps, route, s, overlap_grad)
+    key = (id(steps), id(route), s, overlap_grad)
+    hit = _STRUCTURES.get(key)
+    if hit is not None and hit[0] is steps and hit[1] is route:
+        return hit[2]
+    if len(_STRUCTURES) >= _MAX_STRUCTURES:
+        _STRUCTURES.clear()
+    out = _compile(steps, route, s, overlap_grad)
+    _STRUCTURES[key] = (steps, route, out)
+    return out
+
+
+def _compile(steps, route, s: int, overlap_grad: bool) -> tuple:
+    split = {(x.mb, x.chunk) for x in steps if x.phase == "W"}
+    grad_done: dict[int, int] = {}
+    for i, x in enumerate(steps):  # as core._Sim.stage: last W or unsplit B per chunk
+        if x.phase == "W" or (x.phase == "B" and (x.mb, x.chunk) not in split):
+            grad_done[x.chunk] = i
+    rel = [-1] * len(steps)
+    if overlap_grad:
+        for c, i in grad_done.items():
+            rel[i] = c
+    fused = [is_fused(x) for x in steps]
+    # the route's answers depend on (phase, chunk) only: ask once per pair
+    pairs = {(x.phase, x.chunk): x for x in steps}
+    waits = {k: route.waits(s, x) for k, x in pairs.items()}
+    to = {k: route.dst(s, x) for k, x in pairs.items()}
+    wait = [(x[0], x[1], x[2], s) if waits[x[0], x[2]] else None for x in steps]
+    dst = []
+    for x in steps:
+        d = to[x[0], x[2]]
+        dst.append(None if d is None else ((x[0], x[1], d[1], d[0]), d[0] == s))
+    return split, fused, wait, rel, dst
 
 
 def _durations(s, steps, split, data) -> list[float]:

@@ -193,10 +193,12 @@ def _moe_phase(part: MoEPart, ops: bool) -> Phase:
     return ph
 
 
-def build_plan(w: Workload, topo: Topology, bound_only: bool = False) -> Plan:
-    """Cost ``w`` on ``topo``. ``bound_only``: for the search's lower bound (phase times,
-    optimizer, schedule), skip the op timelines of ``phases`` and the DP buckets (the
-    engine input then has none: do not replay it)."""
+def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool = True) -> Plan:
+    """Cost ``w`` on ``topo``. ``ops=False``: ``phases`` carry totals but no op timelines
+    (only the trace and the timeline read them). ``bound_only``: for the search's lower
+    bound (phase times, optimizer, schedule), also skip the DP buckets (the engine input
+    then has none: do not replay it)."""
+    ops = ops and not bound_only
     bld = _Builder(w, topo)
     p = w.parallelism
     P, V, M = p.pipeline, bld.shape.chunks, w.num_microbatches
@@ -213,7 +215,7 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False) -> Plan:
             first, last = bld.shape.first(s, c), bld.shape.last(s, c)
             mbs = list(all_runs[s][c])
             for k, mb in enumerate(mbs if varies else mbs[:1]):
-                f, b, wg = bld.chunk(s, c, mb, first, last, ops=k == 0 and not bound_only)
+                f, b, wg = bld.chunk(s, c, mb, first, last, ops=k == 0 and ops)
                 if k == 0:
                     phases[("F", s, c)], phases[("B", s, c)] = f, b
                 # a chunk that forwards every micro-batch: a basic slice (fancy indexing is slow)

@@ -68,7 +68,7 @@ def plan_shape(w: Workload) -> PlanShape:
     part = partition_layers(w)
     edp = expert_data_parallel(w) if w.model.moe is not None else 1
     return PlanShape(
-        schedule=sched, route=sched.route(p, v), partition=part,
+        schedule=sched, route=schedule_route(sched, p, v), partition=part,
         params=tuple(stage_params(w, part, s) for s in range(p)),
         local_seq=w.model.seq_length / par.context, expert_dp=edp,
         dense_shard=par.data * par.context if tr.distributed_optimizer else 1,
@@ -101,3 +101,10 @@ def microbatch_runs(sched: Schedule, p: int, m: int, v: int
                 runs[x.chunk].append(x.mb)
         out.append(tuple(tuple(sorted(r)) for r in runs))
     return tuple(out)
+
+
+@lru_cache(maxsize=512)
+def schedule_route(sched: Schedule, p: int, v: int) -> Route:
+    """``sched.route(p, v)``, one object per size (read-only; the engine caches what it
+    derives from a step list and its route by identity)."""
+    return sched.route(p, v)
