@@ -27,6 +27,7 @@ Cost: O(steps) at about a microsecond each, no event queue.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from ..schedules import is_fused
@@ -43,11 +44,11 @@ def replay(sim: Any) -> None:
     data = _Data(inp)
     arrive: dict[tuple, tuple[float, float]] = {}  # key -> (arrival, producer end)
     waiters: dict[tuple, int] = {}
-    stages = [_Stage(sim, s, data) for s in range(p)]
     runnable = list(range(p - 1, -1, -1))
+    stages = [_Stage(sim, s, data).run(sim, arrive, waiters, runnable) for s in range(p)]
     while runnable:
         s = runnable.pop()
-        key = stages[s].advance(sim, arrive, waiters, runnable)
+        key = next(stages[s], None)
         if key is not None:
             waiters[key] = s
 
@@ -64,36 +65,33 @@ class _Data:
 
 
 class _Stage:
-    """One stage's step list, compiled to flat per-step facts, and its position and clock.
+    """One stage's step list, compiled to flat per-step facts; :meth:`run` replays it.
 
     Per step: the arrival key it waits for (or None), its duration (unfused
     steps), the chunk whose gradient buckets it releases (or -1), and the key
     and locality of its send (or None).
     """
 
-    __slots__ = ("s", "steps", "split", "fused", "wait", "dur", "rel", "dst", "i", "now",
-                 "seen_b", "data")
+    __slots__ = ("s", "steps", "phases", "split", "fused", "wait", "dur", "rel", "dst", "data")
 
     def __init__(self, sim: Any, s: int, data: _Data):
         self.s, self.data = s, data
         steps = self.steps = sim.inp.schedule[s]
-        self.split, self.fused, self.wait, self.rel, self.dst = _structure(
+        self.phases, self.split, self.fused, self.wait, self.rel, self.dst = _structure(
             steps, sim.route, s, sim.inp.overlap_grad_reduce)
         self.dur = _durations(s, steps, self.split, data)
-        self.i = 0
-        self.now = 0.0
-        self.seen_b = False
 
-    def advance(self, sim: Any, arrive: dict, waiters: dict, runnable: list) -> tuple | None:
-        """Run steps until the stage ends (None) or needs an absent input (its key)."""
+    def run(self, sim: Any, arrive: dict, waiters: dict, runnable: list) -> Iterator[tuple]:
+        """Run the stage's steps; yields the key of an absent input and resumes once it
+        has arrived (a generator keeps the stage's clock and sums between waits)."""
         s, steps, fused, wait, dur, rel, dsts = (self.s, self.steps, self.fused, self.wait,
                                                  self.dur, self.rel, self.dst)
         inp, st_, rec = sim.inp, sim.stats[s], sim.rec
         count_only = isinstance(rec, NullRecorder)
         p2p, link = self.data.p2p[s], sim.link_free[s]
         pp_wait, busy, warm = st_.pp_wait, st_.busy, st_.warmup_fwd
-        n, i, now, seen_b = len(steps), self.i, self.now, self.seen_b
-        blocked = None
+        n, i, now, seen_b = len(steps), 0, 0.0, False
+        phases, started, counted = self.phases, False, 0
         while i < n:
             if fused[i]:
                 st_.pp_wait, st_.busy, st_.warmup_fwd = pp_wait, busy, warm
@@ -102,39 +100,46 @@ class _Stage:
                 if out is None:
                     first = wait[i]
                     blocked = first if first is not None and first not in arrive else wait[i + 1]
-                    break
+                    sim.waiting[s] = steps[i] if blocked == first else steps[i + 1]
+                    yield blocked
+                    continue
                 now, seen_b = out
                 pp_wait, busy, warm, link = (st_.pp_wait, st_.busy, st_.warmup_fwd,
                                              sim.link_free[s])
                 i += 2
                 continue
-            x = steps[i]
             key = wait[i]
             if key is not None:
                 got = arrive.get(key)
                 if got is None:
-                    blocked = key
-                    break
+                    sim.waiting[s] = steps[i]
+                    yield key
+                    got = arrive[key]
                 at, produced = got
-                ready = now
+                # pp_wait += max(0, now' - max(now, produced)), inlined (same floats)
+                late = (at if at > now else now) - (now if now >= produced else produced)
                 if at > now:
                     now = at
-                pp_wait += max(0.0, now - max(ready, produced))
+                if late > 0.0:
+                    pp_wait += late
             d = dur[i]
             start = now
-            if st_.first_start < 0:
-                st_.first_start = start
-            if rel[i] >= 0:
-                sim.release(s, rel[i], start, d)
+            if not started:
+                st_.first_start, started = start, True
+            r = rel[i]
+            if r >= 0:
+                sim.release(s, r, start, d)
             now = start + d
+            ph = phases[i]
             if count_only:
-                rec.count += 1
+                counted += 1
             else:
-                rec.add(Record(s, "compute", x.phase, start, start + d, x.mb, x.chunk))
-            if x.phase == "F":
+                x = steps[i]
+                rec.add(Record(s, "compute", ph, start, start + d, x.mb, x.chunk))
+            if ph == "F":
                 if not seen_b:
                     warm += d
-            elif x.phase == "B":
+            elif ph == "B":
                 seen_b = True
             busy += d
             out = dsts[i]
@@ -146,9 +151,9 @@ class _Stage:
                     t0 = now if now > link else link
                     link = t0 + p2p
                     if count_only:
-                        rec.count += 1
+                        counted += 1
                     else:
-                        rec.add(Record(s, "pp", "send_" + x.phase, t0, link, x.mb, x.chunk,
+                        rec.add(Record(s, "pp", "send_" + ph, t0, link, dkey[1], steps[i].chunk,
                                        inp.p2p_bytes, dkey[3], dkey[2]))
                     arrive[dkey] = (now + (link - now), now)
                 waiter = waiters.pop(dkey, None)
@@ -157,16 +162,12 @@ class _Stage:
             i += 1
         st_.pp_wait, st_.busy, st_.warmup_fwd = pp_wait, busy, warm
         sim.link_free[s] = link
-        self.i, self.now, self.seen_b = i, now, seen_b
-        if blocked is not None:
-            sim.waiting[s] = steps[i] if wait[i] == blocked else steps[i + 1]
-            return blocked
+        rec.count += counted
         st_.pipeline_end = now
         sim.finished[s] = True
         if not inp.overlap_grad_reduce:
             for c in range(sim.v):
                 sim.release(s, c, now, 0.0)
-        return None
 
     def _pair(self, sim, i, now, seen_b, arrive, waiters, runnable):
         """An F&B pair as one slot (as core._Sim.stage); None if an input is absent."""
@@ -216,7 +217,7 @@ _MAX_STRUCTURES = 4096  # stages' worth; cleared when full
 
 
 def _structure(steps, route, s: int, overlap_grad: bool) -> tuple:
-    """(split, fused, wait, rel, dst) of stage s: what depends on the order and the route
+    """(phases, split, fused, wait, rel, dst) of stage s: what depends on the order and the route
     only, not on times. Shared step lists (tuples from ``workload.shape.schedule_steps``,
     one route per size) are compiled once; the cache keeps the objects it was keyed on, so
     an ``id`` cannot be reused while its entry lives."""
@@ -253,7 +254,7 @@ def _compile(steps, route, s: int, overlap_grad: bool) -> tuple:
     for x in steps:
         d = to[x[0], x[2]]
         dst.append(None if d is None else ((x[0], x[1], d[1], d[0]), d[0] == s))
-    return split, fused, wait, rel, dst
+    return [x[0] for x in steps], split, fused, wait, rel, dst
 
 
 def _durations(s, steps, split, data) -> list[float]:
