@@ -61,13 +61,10 @@ def _step(w, t, engine: str) -> None:
     summarize(p, run, estimate_memory(w, topo, p.partition))
 
 
-def _cpu_of(fn, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t0)
-    return best
+def _cpu_of(fn, *args) -> float:
+    t0 = time.process_time()
+    fn(*args)
+    return time.process_time() - t0
 
 
 def _floor(repeats: int = 5) -> float:
@@ -88,8 +85,10 @@ def engines_section(repeats: int) -> str:
     for name in SHIPPED:
         w, t = resolve(name, "dgx-h100")
         simulate_resolved(w, t)  # warm-up (imports, caches)
-        d = _cpu_of(lambda: _step(w, t, "direct"), repeats)
-        sp = _cpu_of(lambda: _step(w, t, "simpy"), repeats)
+        d = sp = float("inf")
+        for _ in range(repeats):  # interleaved, so that load and GC hit both alike
+            d = min(d, _cpu_of(_step, w, t, "direct"))
+            sp = min(sp, _cpu_of(_step, w, t, "simpy"))
         direct[name] = d
         rows.append(f"| {name} | {d * 1e3:.1f} ms | {d / floor:.2f} | {sp * 1e3:.1f} ms "
                     f"| {sp / d:.2f} |")
@@ -102,8 +101,8 @@ def engines_section(repeats: int) -> str:
         f"Python {platform.python_version()}; load average "
         f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end. CPU time of "
         f"`simulate_resolved` on dgx-h100 (plan, replay, memory, metrics; no YAML), best of "
-        f"{repeats} after a warm-up; both engines in the same run. Import floor (fresh "
-        f"process, `import numpy, simpy, pydantic, yaml`, CPU, median of 5, same run): "
+        f"{repeats} after a warm-up; both engines in the same run, interleaved. Import floor "
+        f"(fresh process, `import numpy, simpy, pydantic, yaml`, CPU, median of 5, same run): "
         f"{floor * 1e3:.0f} ms.", "",
         "| workload | step (direct replay) | / import floor | step with SimPy replay "
         "| SimPy / direct |",

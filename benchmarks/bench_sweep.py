@@ -100,13 +100,13 @@ def _profile_dense() -> list[str]:
         w, t = r.workload, r.topology
         topo = Topology.from_config(t)
         t1 = time.perf_counter()
-        plan = build_plan(w, topo)
+        plan = build_plan(w, topo, ops=False)  # as simulate_resolved without records
         t2 = time.perf_counter()
         run = run_engine(plan.engine_input, NullRecorder())  # as the sweep: direct replay
         t3 = time.perf_counter()
-        simpy_s += _timed(lambda: run_engine(plan.engine_input, NullRecorder(), engine="simpy"))
         summarize(plan, run, estimate_memory(w, topo, plan.partition))
         t4 = time.perf_counter()
+        simpy_s += _timed(run_engine, plan.engine_input, NullRecorder(), engine="simpy")
         for key, dt in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
             parts[key] += dt
         par = w.parallelism
@@ -127,9 +127,9 @@ def _profile_dense() -> list[str]:
     return rows
 
 
-def _timed(fn) -> float:
+def _timed(fn, *args, **kwargs) -> float:
     t0 = time.perf_counter()
-    fn()
+    fn(*args, **kwargs)
     return time.perf_counter() - t0
 
 

@@ -1,4 +1,4 @@
-"""The search's cheap plan (``build_plan(bound_only=True)``) prices phases exactly as the full one."""
+"""The search's cheap plan (``build_plan(bound_only=True)``) prices phases as the full one."""
 
 from __future__ import annotations
 

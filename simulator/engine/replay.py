@@ -72,7 +72,7 @@ class _Stage:
     and locality of its send (or None).
     """
 
-    __slots__ = ("s", "steps", "phases", "split", "fused", "wait", "dur", "rel", "dst", "data")
+    __slots__ = ("data", "dst", "dur", "fused", "phases", "rel", "s", "split", "steps", "wait")
 
     def __init__(self, sim: Any, s: int, data: _Data):
         self.s, self.data = s, data

@@ -5,7 +5,8 @@ recompute ``none``, ``selective``, ``full`` in that order with the memory
 model (:func:`~simulator.memory.estimate_memory`, about half a millisecond)
 and keeps the first that fits: more recompute only adds work, so a lighter
 setting that fits dominates the heavier ones. For that plan it costs the
-phases (:func:`~simulator.workload.plan.build_plan`, a few milliseconds, no
+phases (:func:`~simulator.workload.plan.build_plan` with ``bound_only``: no op
+timelines, no DP buckets; a few milliseconds, no
 event simulation) and returns :func:`step_lower_bound`.
 
 The bound follows the engine's dependencies (see :mod:`simulator.engine`):
@@ -89,7 +90,8 @@ def fit_and_bound(item: tuple[Workload, TopologyConfig]
             mem = estimate_memory(wr, topo)
             tried.append(mem.memory_per_gpu_GB)
             if mem.fits:
-                return rc, tuple(tried), step_lower_bound(build_plan(wr, topo, bound_only=True).engine_input), None
+                cheap = build_plan(wr, topo, bound_only=True)  # phase times only
+                return rc, tuple(tried), step_lower_bound(cheap.engine_input), None
     except ConfigError as exc:
         return None, tuple(tried), float("inf"), exc.message()
     return None, tuple(tried), float("inf"), None

@@ -238,8 +238,9 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
     if bld.moe is not None:
         imbalance.update(_moe_imbalance(bld.moe))
     return Plan(workload=w, topo=topo, partition=bld.part, groups=bld.groups, phases=phases,
-                engine_input=_engine_input(w, topo, bld, schedule, (fwd, bwd, wgrad, fwd_ep,
-                                                                        bwd_ep), params, not bound_only),
+                engine_input=_engine_input(w, topo, bld, schedule,
+                                           (fwd, bwd, wgrad, fwd_ep, bwd_ep), params,
+                                           not bound_only),
                 stage_params=params, totals=totals, notes=notes, imbalance=imbalance,
                 moe=bld.moe, shape=bld.shape,
                 ep_breakdown=ep_totals if bld.moe is not None else [])
