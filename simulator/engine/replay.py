@@ -235,26 +235,27 @@ def _structure(steps, route, s: int, overlap_grad: bool) -> tuple:
 
 
 def _compile(steps, route, s: int, overlap_grad: bool) -> tuple:
-    split = {(x.mb, x.chunk) for x in steps if x.phase == "W"}
+    split = {(x[1], x[2]) for x in steps if x[0] == "W"}
+    phases, fused, wait, dst = [], [], [], []
     grad_done: dict[int, int] = {}
-    for i, x in enumerate(steps):  # as core._Sim.stage: last W or unsplit B per chunk
-        if x.phase == "W" or (x.phase == "B" and (x.mb, x.chunk) not in split):
-            grad_done[x.chunk] = i
+    table: dict[tuple[str, int], tuple] = {}  # the route answers per (phase, chunk): ask once
+    for i, x in enumerate(steps):
+        ph, mb, c = x
+        hop = table.get((ph, c))
+        if hop is None:
+            hop = table[ph, c] = (route.waits(s, x), route.dst(s, x))
+        waits, d = hop
+        phases.append(ph)
+        fused.append(is_fused(x))
+        wait.append((ph, mb, c, s) if waits else None)
+        dst.append(None if d is None else ((ph, mb, d[1], d[0]), d[0] == s))
+        if ph == "W" or (ph == "B" and (mb, c) not in split):  # as core._Sim.stage: the
+            grad_done[c] = i  # step completing chunk c's weight gradients
     rel = [-1] * len(steps)
     if overlap_grad:
         for c, i in grad_done.items():
             rel[i] = c
-    fused = [is_fused(x) for x in steps]
-    # the route's answers depend on (phase, chunk) only: ask once per pair
-    pairs = {(x.phase, x.chunk): x for x in steps}
-    waits = {k: route.waits(s, x) for k, x in pairs.items()}
-    to = {k: route.dst(s, x) for k, x in pairs.items()}
-    wait = [(x[0], x[1], x[2], s) if waits[x[0], x[2]] else None for x in steps]
-    dst = []
-    for x in steps:
-        d = to[x[0], x[2]]
-        dst.append(None if d is None else ((x[0], x[1], d[1], d[0]), d[0] == s))
-    return [x[0] for x in steps], split, fused, wait, rel, dst
+    return phases, split, fused, wait, rel, dst
 
 
 def _durations(s, steps, split, data) -> list[float]:
