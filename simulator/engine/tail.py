@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .records import Record, Recorder
+from .records import NullRecorder, Record, Recorder
 
 
 @dataclass
@@ -35,11 +35,15 @@ def dp_tail(inp: Any, s: int, st_: StageStats, jobs: list[tuple[float, float, in
     ``jobs``: (ready time, seconds, chunk, bytes) of each gradient bucket.
     """
     now = overlapped = 0.0
+    keep = not isinstance(rec, NullRecorder)  # counting only: no Record per bucket
     for ready, t, c, size in sorted(jobs, key=lambda j: j[0]):
         start = max(now, ready)
         now = start + t
         overlapped += max(0.0, min(now, st_.pipeline_end) - start)
-        rec.add(Record(s, "dp", "grad_sync", start, now, -1, c, size))
+        if keep:
+            rec.add(Record(s, "dp", "grad_sync", start, now, -1, c, size))
+    if not keep:
+        rec.count += len(jobs)
     st_.grads_synced = max(now, st_.pipeline_end + inp.overlap_slowdown * overlapped)
     st_.optimizer = float(inp.optimizer[s])
     start = st_.grads_synced
