@@ -28,17 +28,17 @@ class Interleaved(Schedule):
 
     def steps(self, p: int, m: int, v: int) -> list[list[Step]]:
         total = m * v
+        # the k-th forward / backward is the same (micro-batch, chunk) on every stage:
+        # map once, then each stage is warm-up forwards, F/B pairs, drain backwards
+        fwd = [Step("F", *_virtual(k, p, v, True)) for k in range(total)]
+        bwd = [Step("B", *_virtual(k, p, v, False)) for k in range(total)]
         out = []
         for s in range(p):
             warm = min((p - s - 1) * 2 + (v - 1) * p, total)
-            steps = [Step("F", *_virtual(k, p, v, True)) for k in range(warm)]
-            f, b = warm, 0
-            while f < total:
-                steps.append(Step("F", *_virtual(f, p, v, True)))
-                f += 1
-                steps.append(Step("B", *_virtual(b, p, v, False)))
-                b += 1
-            steps += [Step("B", *_virtual(k, p, v, False)) for k in range(b, total)]
+            steps = fwd[:warm]
+            for pair in zip(fwd[warm:], bwd, strict=False):  # one F, one B
+                steps.extend(pair)
+            steps += bwd[total - warm:]
             out.append(steps)
         return out
 
