@@ -101,6 +101,12 @@ def stage_params(w: Workload, partition: Partition, stage: int) -> StageParams:
     both ends twice).
     """
     dense = expert = 0.0
+    if w.model.moe is None:  # every layer alike: no layer ids needed (same sums, in order)
+        lp = layer_params(w, False)
+        for _ in range(partition.stage_layers(stage)):
+            dense += lp.dense
+            expert += lp.expert
+        return _with_tables(w, partition, stage, dense, expert)
     cache: dict[bool, StageParams] = {}
     for layer in stage_layer_indices(partition, stage):
         routed = w.model.moe is not None and is_moe_layer(w.model.moe, layer)
@@ -109,6 +115,12 @@ def stage_params(w: Workload, partition: Partition, stage: int) -> StageParams:
             lp = cache[routed] = layer_params(w, routed)
         dense += lp.dense
         expert += lp.expert
+    return _with_tables(w, partition, stage, dense, expert)
+
+
+def _with_tables(w: Workload, partition: Partition, stage: int, dense: float,
+                 expert: float) -> StageParams:
+    """Add the embedding / output tables and the final norm where ``stage`` holds them."""
     h, p = w.model.hidden_size, partition.num_stages
     table = padded_vocab(w) * h / w.parallelism.tensor
     last_g = len(partition.counts) - 1
