@@ -10,17 +10,17 @@ from __future__ import annotations
 from .base import Schedule, Step
 
 
-def one_f_one_b_order(p: int, m: int, s: int) -> list[Step]:
-    """Stage ``s``'s 1F1B order (one chunk)."""
+def one_f_one_b_order(p: int, m: int, s: int, fwd: list[Step] | None = None,
+                      bwd: list[Step] | None = None) -> list[Step]:
+    """Stage ``s``'s 1F1B order (one chunk). ``fwd`` / ``bwd``: the m forward / backward
+    steps in order, if already built (shared by every stage)."""
+    fwd = fwd if fwd is not None else [Step("F", i, 0) for i in range(m)]
+    bwd = bwd if bwd is not None else [Step("B", i, 0) for i in range(m)]
     warm = min(p - s - 1, m)
-    steps = [Step("F", i, 0) for i in range(warm)]
-    f, b = warm, 0
-    while f < m:
-        steps.append(Step("F", f, 0))
-        f += 1
-        steps.append(Step("B", b, 0))
-        b += 1
-    steps += [Step("B", i, 0) for i in range(b, m)]
+    steps = fwd[:warm]
+    for pair in zip(fwd[warm:], bwd, strict=False):  # one F, one B
+        steps.extend(pair)
+    steps += bwd[m - warm:]
     return steps
 
 
@@ -29,7 +29,8 @@ class OneFOneB(Schedule):
     source = "Narayanan et al. 2021, Efficient Large-Scale Language Model Training, Fig. 3"
 
     def steps(self, p: int, m: int, v: int) -> list[list[Step]]:
-        return [one_f_one_b_order(p, m, s) for s in range(p)]
+        fwd, bwd = [Step("F", i, 0) for i in range(m)], [Step("B", i, 0) for i in range(m)]
+        return [one_f_one_b_order(p, m, s, fwd, bwd) for s in range(p)]
 
 
 SCHEDULE = OneFOneB()
