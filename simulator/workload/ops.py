@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from ..compute import BYTES
 from ..config.workload import Workload
-from . import mla
+from . import fp8, mla
 
 
 @dataclass(frozen=True)
@@ -35,13 +35,15 @@ class Op:
     axis: str = ""  # "tp" | "cp" | "ep" for comms
     model_flops: float = 0.0  # FLOPs counted by MFU (attention unmasked, no recompute)
     column: bool = False  # column-parallel GEMM: its input gradient needs a TP collective
+    bwd_nbytes: float | None = None  # mem: backward bytes when not twice the forward's
+    keep_bf16: bool = False  # gemm outside Transformer Engine: bf16 even in an FP8 recipe
 
 
 def gemm(name: str, m: float, n: float, k: float, batch: float = 1.0,
-         column: bool = False) -> Op:
+         column: bool = False, keep_bf16: bool = False) -> Op:
     f = 2.0 * m * n * k * batch
     return Op(name, "gemm", flops=f, shape=(m, n, k), batch=batch, model_flops=f,
-              column=column)
+              column=column, keep_bf16=keep_bf16)
 
 
 def mem(name: str, nbytes: float) -> Op:
@@ -115,10 +117,10 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
     scores = x.b * x.a_t * (x.s / x.cp) * x.s
     return [
         Op("attn_scores", "gemm", flops=full * 0.5, shape=(x.s / x.cp, x.s, x.d),
-           batch=x.b * x.a_t, model_flops=full * 0.5),
+           batch=x.b * x.a_t, model_flops=full * 0.5, keep_bf16=True),
         mem("softmax_dropout", 9.0 * scores),
         Op("attn_values", "gemm", flops=full * 0.5, shape=(x.s / x.cp, x.d, x.s),
-           batch=x.b * x.a_t, model_flops=full * 0.5),
+           batch=x.b * x.a_t, model_flops=full * 0.5, keep_bf16=True),
     ]
 
 
@@ -148,6 +150,8 @@ def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
     if x.ffn_t > 0:
         ops += mlp_forward(x)
     ops += [mem("residual", 3 * x.Tn * x.h * x.e)]
+    if w.training.precision == "fp8":
+        ops = fp8.with_casts(ops, w.num_microbatches, w.training.fp8_param_gather)
     return ops
 
 
@@ -193,11 +197,14 @@ def output_forward(w: Workload) -> list[Op]:
 
     Cross-entropy reads the fp32 logits a few times (max, exp-sum, loss):
     about 3 passes of ``T * V/t * 4`` bytes (Megatron's vocab-parallel CE).
+    The logits GEMM stays bf16 under an FP8 recipe: Megatron-Core's ``output_layer`` is a
+    ``tensor_parallel.ColumnParallelLinear``, not a Transformer Engine module, so
+    ``fp8_autocast`` does not reach it (``megatron/core/models/gpt/gpt_model.py``).
     """
     x = dims(w)
     ops = [mem("final_layernorm", 2 * x.Tn * x.h * x.e)]
     ops += _tp_in(x, "tp_allgather_logits")
-    ops += [gemm("logits", x.T, x.v_t, x.h, column=True), mem("cross_entropy", 3 * x.T * x.v_t * 4)]
+    ops += [gemm("logits", x.T, x.v_t, x.h, column=True, keep_bf16=True), mem("cross_entropy", 3 * x.T * x.v_t * 4)]
     return ops
 
 
@@ -214,8 +221,12 @@ def backward_of(ops: list[Op]) -> list[Op]:
     out: list[Op] = []
     pending: list[Op] = []  # forward all-reduces waiting for their column-parallel GEMM
     mirror = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather"}
+    casts = {o.name for o in ops if o.name.endswith(fp8.SUFFIX)}
     for op in reversed(ops):
         if op.kind == "gemm":
+            cast = op.name + fp8.SUFFIX  # FP8: the output gradient is cast before dgrad/wgrad
+            if cast in casts:
+                out.append(fp8.backward_cast(next(o for o in ops if o.name == cast)))
             out.append(replace(op, name=op.name + "_bwd", flops=2 * op.flops,
                                batch=2 * op.batch, model_flops=2 * op.model_flops))
             if op.column and pending:
@@ -223,6 +234,8 @@ def backward_of(ops: list[Op]) -> list[Op]:
         elif op.kind == "attn":
             out.append(replace(op, name=op.name + "_bwd", flops=2.5 * op.flops,
                                model_flops=2 * op.model_flops))
+        elif op.name in casts:
+            continue  # placed before its GEMM's backward above
         elif op.kind == "mem":
             out.append(replace(op, name=op.name + "_bwd", nbytes=2 * op.nbytes))
         elif op.comm == "all_reduce" and op.axis == "tp":
@@ -237,8 +250,10 @@ def backward_of(ops: list[Op]) -> list[Op]:
 MODULE_OPS = {
     "core_attn": ("attention", "attn_scores", "softmax_dropout", "attn_values"),
     "layernorm": ("input_layernorm", "residual_layernorm"),
-    "mlp": ("tp_allgather_mlp", "fc1", "activation", "fc2", "tp_reduce_mlp"),
-    "shared_experts": ("tp_allgather_mlp", "fc1", "activation", "fc2", "tp_reduce_mlp"),
+    "mlp": ("tp_allgather_mlp", "fc1_fp8_cast", "fc1", "activation", "fc2_fp8_cast", "fc2",
+            "tp_reduce_mlp"),
+    "shared_experts": ("tp_allgather_mlp", "fc1_fp8_cast", "fc1", "activation", "fc2_fp8_cast",
+                       "fc2", "tp_reduce_mlp"),
 }
 
 
