@@ -5,8 +5,8 @@ simulator.validation.crossval``) holds, for every published step time, the simul
 when the GPU constants were refitted *without* that case's group (``logo``), without its source
 (``loso``), with another GPU's constants (``unseen_gpu``), or as is for categories no constant
 is refitted to (``fixed``: MoE step times; a case some constant was fitted on is marked
-``in_sample`` and used only to bound the validated space, never as an error). A new prediction borrows the residuals of the nearest validated
-category:
+``in_sample`` and used only to bound the validated space, never as an error). A new
+prediction borrows the residuals of the nearest validated category:
 
 1. same category (dense / MoE), GPU and precision: its leave-one-group-out residuals and its
    leave-one-source-out ones (a user's run is, in effect, a new source: another software

@@ -92,9 +92,7 @@ def op_time(op: Op, ctx: CostContext) -> float:
     gpu = ctx.topo.gpu
     if op.kind == "gemm":
         m, n, k = op.shape
-        # GEMMs outside Transformer Engine (logits, unfused attention) stay bf16 under FP8
-        dtype = "bf16" if op.keep_bf16 and ctx.dtype == "fp8" else ctx.dtype
-        return gemm_time(m, n, k, gpu, dtype, batch=op.batch)
+        return gemm_time(m, n, k, gpu, ctx.dtype, batch=op.batch)
     if op.kind == "attn":
         return attention_time(op.flops, gpu)
     if op.kind == "mem":

@@ -12,14 +12,15 @@ other dimension also needs a transposed FP8 copy (TE's *columnwise* data of a
 ``Float8Tensor``). Per element, for a linear ``y = x W^T`` with ``x`` of
 ``T x k`` and ``W`` of ``n x k`` (bytes of HBM traffic):
 
-* **input, row-parallel linears** (attention output projection, FC2; TE
-  ``Linear``): one fused cast-transpose reads bf16 ``x`` (2 B) and writes the
+* **input, plain TE linears** (attention output projection, FC2, MLA down projections
+  and ``q_proj``; TE ``Linear``): one fused cast-transpose reads bf16 ``x`` (2 B) and writes the
   FP8 row-wise copy (1 B, forward GEMM) and the FP8 transpose (1 B, saved for
   the weight gradient): **4 B**. Under delayed scaling (the Megatron / NeMo
   default recipe) the amax is reduced inside the same kernel, so it moves no
   extra bytes;
-* **input, layer-norm-fused linears** (QKV, FC1, MLA down / query projections;
-  TE ``LayerNormLinear`` / ``LayerNormMLP``): the norm kernel writes FP8
+* **input, layer-norm-fused linears** (QKV, FC1, and MLA's query / key-value up
+  projections behind their latent norms; TE ``LayerNormLinear`` / ``LayerNormMLP`` in the
+  Megatron-Core TE layer specs): the norm kernel writes FP8
   directly, so no bf16 re-read; only the transposed copy for the weight
   gradient is made: read 1 B + write 1 B = **2 B**;
 * **output gradient** (backward, every linear): cast-transpose of the bf16
@@ -48,10 +49,10 @@ if TYPE_CHECKING:  # the Op type only; ops.py imports this module
     from .ops import Op
 
 # TE LayerNormLinear / LayerNormMLP consumers: the norm writes FP8 itself.
-NORM_FUSED = frozenset({"qkv", "fc1", "q_down", "q_proj", "kv_down"})
+NORM_FUSED = frozenset({"qkv", "fc1", "q_up", "kv_up"})
 # Every TE linear of a dense layer (Megatron-Core TE spec); the attention core's batched
 # GEMMs and the vocabulary-parallel output layer are not TE FP8 linears.
-LINEARS = NORM_FUSED | {"attn_proj", "fc2", "q_up", "kv_up"}
+LINEARS = NORM_FUSED | {"attn_proj", "fc2", "q_down", "q_proj", "kv_down"}
 
 INPUT_CAST_BYTES = 4.0  # read bf16 2 B, write FP8 rowwise 1 B + columnwise 1 B
 INPUT_TRANSPOSE_BYTES = 2.0  # read FP8 1 B, write FP8 transpose 1 B

@@ -36,14 +36,13 @@ class Op:
     model_flops: float = 0.0  # FLOPs counted by MFU (attention unmasked, no recompute)
     column: bool = False  # column-parallel GEMM: its input gradient needs a TP collective
     bwd_nbytes: float | None = None  # mem: backward bytes when not twice the forward's
-    keep_bf16: bool = False  # gemm outside Transformer Engine: bf16 even in an FP8 recipe
 
 
 def gemm(name: str, m: float, n: float, k: float, batch: float = 1.0,
-         column: bool = False, keep_bf16: bool = False) -> Op:
+         column: bool = False) -> Op:
     f = 2.0 * m * n * k * batch
     return Op(name, "gemm", flops=f, shape=(m, n, k), batch=batch, model_flops=f,
-              column=column, keep_bf16=keep_bf16)
+              column=column)
 
 
 def mem(name: str, nbytes: float) -> Op:
@@ -117,10 +116,10 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
     scores = x.b * x.a_t * (x.s / x.cp) * x.s
     return [
         Op("attn_scores", "gemm", flops=full * 0.5, shape=(x.s / x.cp, x.s, x.d),
-           batch=x.b * x.a_t, model_flops=full * 0.5, keep_bf16=True),
+           batch=x.b * x.a_t, model_flops=full * 0.5),
         mem("softmax_dropout", 9.0 * scores),
         Op("attn_values", "gemm", flops=full * 0.5, shape=(x.s / x.cp, x.d, x.s),
-           batch=x.b * x.a_t, model_flops=full * 0.5, keep_bf16=True),
+           batch=x.b * x.a_t, model_flops=full * 0.5),
     ]
 
 
@@ -197,14 +196,11 @@ def output_forward(w: Workload) -> list[Op]:
 
     Cross-entropy reads the fp32 logits a few times (max, exp-sum, loss):
     about 3 passes of ``T * V/t * 4`` bytes (Megatron's vocab-parallel CE).
-    The logits GEMM stays bf16 under an FP8 recipe: Megatron-Core's ``output_layer`` is a
-    ``tensor_parallel.ColumnParallelLinear``, not a Transformer Engine module, so
-    ``fp8_autocast`` does not reach it (``megatron/core/models/gpt/gpt_model.py``).
     """
     x = dims(w)
     ops = [mem("final_layernorm", 2 * x.Tn * x.h * x.e)]
     ops += _tp_in(x, "tp_allgather_logits")
-    ops += [gemm("logits", x.T, x.v_t, x.h, column=True, keep_bf16=True), mem("cross_entropy", 3 * x.T * x.v_t * 4)]
+    ops += [gemm("logits", x.T, x.v_t, x.h, column=True), mem("cross_entropy", 3 * x.T * x.v_t * 4)]
     return ops
 
 

@@ -20,8 +20,7 @@ from .ops import Op, gemm
 
 def wgrad_ops(fwd: list[Op]) -> list[Op]:
     """The weight-gradient GEMM of every forward GEMM: ``(k, n, m)`` for a ``(m, n, k)`` one."""
-    return [gemm(o.name + "_wgrad", o.shape[2], o.shape[1], o.shape[0], o.batch,
-                 keep_bf16=o.keep_bf16)
+    return [gemm(o.name + "_wgrad", o.shape[2], o.shape[1], o.shape[0], o.batch)
             for o in fwd if o.kind == "gemm"]
 
 
