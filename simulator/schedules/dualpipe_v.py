@@ -33,7 +33,7 @@ class DualPipeV(Counted):
     def check(self, p: int, m: int, v: int) -> None:
         super().check(p, m, v)
         need(m >= 2 * p, "training.global_batch_size", f"{m} micro-batches",
-             f"dualpipe_v needs at least 2 * pipeline ({2 * p}) micro-batches")
+             f"{self.name} needs at least 2 * pipeline ({2 * p}) micro-batches")
 
 
 SCHEDULE = DualPipeV()

@@ -18,30 +18,19 @@ paper's ZB-V keeps ``p``, 1F1B's peak). Requires ``m >= 2p``.
 
 from __future__ import annotations
 
-from .base import Counted, Step, need
-from .dualpipe import _Rank, dualpipe_order
+from .base import Step
+from .dualpipe_v import DualPipeV
 
 
-class ZBV(Counted):
+class ZBV(DualPipeV):
+    """DualPipeV's placement, rules and order, with every F&B pair run as two plain steps."""
+
     name = "zb_v"
     source = ("Qi et al. 2024, Zero Bubble Pipeline Parallelism (ICLR), Sec. 6; order from "
               "github.com/deepseek-ai/DualPipe dualpipev.py without F&B overlap")
-    uses_w = True
-
-    def chunks(self, v: int) -> int:
-        return 2
-
-    def place(self, p: int, v: int, stage: int, chunk: int) -> tuple[int, int]:
-        return 0, (stage if chunk == 0 else 2 * p - 1 - stage)
 
     def steps(self, p: int, m: int, v: int) -> list[list[Step]]:
-        return [[Step(*x) for x in dualpipe_order(_Rank((0, 1), (0, 0)), p, r, m, r == p - 1)]
-                for r in range(p)]
-
-    def check(self, p: int, m: int, v: int) -> None:
-        super().check(p, m, v)
-        need(m >= 2 * p, "training.global_batch_size", f"{m} micro-batches",
-             f"zb_v needs at least 2 * pipeline ({2 * p}) micro-batches")
+        return [[Step(*x) for x in stage] for stage in super().steps(p, m, v)]
 
 
 SCHEDULE = ZBV()
