@@ -36,8 +36,9 @@ Each cast is costed with :func:`simulator.compute.memory_time` (HBM bandwidth
 x STREAM efficiency, plus one kernel overhead). The routed experts of a MoE
 layer quantise their own inputs in :mod:`.moe_layer`; this module covers the
 dense op lists only (attention linears, dense MLPs, MoE shared experts).
-Per token the casts scale with ``h`` while the GEMM FLOPs scale with ``h^2``,
-so the casts cost small models a larger share of their step.
+Per token a linear's casts scale with its widths ``k`` (input) and ``n`` (gradient) while
+its FLOPs scale with ``n*k`` on each GPU, so the casts cost most where the *local* GEMMs are
+narrow: high tensor parallelism and small models alike (validation/analysis.md, source 1).
 """
 
 from __future__ import annotations
