@@ -4,8 +4,9 @@
 simulator.validation.crossval``) holds, for every published step time, the simulator's error
 when the GPU constants were refitted *without* that case's group (``logo``), without its source
 (``loso``), with another GPU's constants (``unseen_gpu``), or as is for categories no constant
-is fitted to (``fixed``). A new prediction borrows the residuals of the nearest validated
-category:
+is refitted to (``fixed``: MoE step times; a case some constant was fitted on is marked
+``in_sample`` and used only to bound the validated space, never as an error). A new
+prediction borrows the residuals of the nearest validated category:
 
 1. same category (dense / MoE), GPU and precision: its leave-one-group-out residuals and its
    leave-one-source-out ones (a user's run is, in effect, a new source: another software
@@ -66,7 +67,7 @@ def load_residuals(path: str | Path = RESIDUALS) -> tuple[dict[str, Any], ...]:
     doc = json.loads(p.read_text())
     borrowed = {(f["scheme"], f["topology"], f["fold"]) for f in doc.get("folds", ())
                 if f.get("donor")}
-    return tuple({**r, "new_source": r["scheme"] == "fixed" or (
+    return tuple({**r, "new_source": (r["scheme"] == "fixed" and not r.get("in_sample")) or (
         r["scheme"] == "loso" and (r["scheme"], r["topology"], r["fold"]) not in borrowed)}
         for r in doc["residuals"])
 
@@ -88,7 +89,7 @@ def _known_gpu(cat: list, on_gpu: list, precision: str, label: str, gpu: str
     if not stratum:
         stratum, basis = on_gpu, f"{label} {gpu}, all precisions"
         steps.append(f"no validated {label} {precision} case on {gpu}")
-    chosen = [r for r in stratum if r["scheme"] in ("logo", "fixed") or r["new_source"]]
+    chosen = [r for r in stratum if r["scheme"] == "logo" or r["new_source"]]
     if not any(r["scheme"] == "loso" and r["new_source"] for r in stratum) and \
             any(r["scheme"] == "logo" for r in stratum):
         chosen += [r for r in cat if r["scheme"] == "loso" and r["new_source"]]

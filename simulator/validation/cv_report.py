@@ -20,7 +20,8 @@ CV_BARS = {"dense_step_time": {"median": 0.05, "max": 0.15}}
 SCHEMES = ("logo", "loso", "unseen_gpu", "fixed")
 SCHEME_TITLES = {"logo": "leave one group out", "loso": "leave one source out",
                  "unseen_gpu": "unseen GPU (another GPU's constants)",
-                 "fixed": "no fitted constants (as is)"}
+                 "fixed": "no refitted constants (as is; cases a constant was fitted on "
+                          "excluded)"}
 
 
 def load(path: str | Path = RESIDUALS) -> dict:
@@ -36,7 +37,8 @@ def stats(errors: list[float]) -> dict[str, float]:
 
 
 def select(doc: dict, scheme: str, category: str | None = None, **match) -> list[dict]:
-    return [r for r in doc["residuals"] if r["scheme"] == scheme
+    """Residuals of one scheme (and category, fields); in-sample "fixed" ones left out."""
+    return [r for r in doc["residuals"] if r["scheme"] == scheme and not r.get("in_sample")
             and (category is None or r["category"] == category)
             and all(r[k] == v for k, v in match.items())]
 

@@ -86,9 +86,9 @@ class MoECost:
         tr = w.training
         self.synced = m.moe.capacity_factor is None and tr.cuda_graph_impl != "full_iteration"
         graphed = graphed_scopes(tr.cuda_graph_impl, list(tr.cuda_graph_scope), self.synced)
-        base_gemms = sum(1 for o in self.base[0].ops if o.flops > 0)
-        self.launches = launch_counts(len(self.base[0].ops) + (base_gemms if self.fp8 else 0),
-                                      m.moe.num_experts // self.ep, self.fp8, graphed)
+        # the base ops hold their FP8 quantisation kernels already (workload/fp8.py)
+        self.launches = launch_counts(len(self.base[0].ops), m.moe.num_experts // self.ep,
+                                      self.fp8, graphed)
         self.dispatcher = self._dispatcher()
         self.shared = self._shared_seconds(m.moe.shared_expert_ffn_hidden_size / p.tensor, T)
         self._cache: dict[tuple[int, int], tuple[MoEPart, MoEPart]] = {}

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from ..compute import BYTES
 from ..config.workload import Workload
-from . import mla
+from . import fp8, mla
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class Op:
     axis: str = ""  # "tp" | "cp" | "ep" for comms
     model_flops: float = 0.0  # FLOPs counted by MFU (attention unmasked, no recompute)
     column: bool = False  # column-parallel GEMM: its input gradient needs a TP collective
+    bwd_nbytes: float | None = None  # mem: backward bytes when not twice the forward's
 
 
 def gemm(name: str, m: float, n: float, k: float, batch: float = 1.0,
@@ -148,6 +149,8 @@ def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
     if x.ffn_t > 0:
         ops += mlp_forward(x)
     ops += [mem("residual", 3 * x.Tn * x.h * x.e)]
+    if w.training.precision == "fp8":
+        ops = fp8.with_casts(ops, w.num_microbatches, w.training.fp8_param_gather)
     return ops
 
 
@@ -214,8 +217,12 @@ def backward_of(ops: list[Op]) -> list[Op]:
     out: list[Op] = []
     pending: list[Op] = []  # forward all-reduces waiting for their column-parallel GEMM
     mirror = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather"}
+    casts = {o.name for o in ops if o.name.endswith(fp8.SUFFIX)}
     for op in reversed(ops):
         if op.kind == "gemm":
+            cast = op.name + fp8.SUFFIX  # FP8: the output gradient is cast before dgrad/wgrad
+            if cast in casts:
+                out.append(fp8.backward_cast(next(o for o in ops if o.name == cast)))
             out.append(replace(op, name=op.name + "_bwd", flops=2 * op.flops,
                                batch=2 * op.batch, model_flops=2 * op.model_flops))
             if op.column and pending:
@@ -223,6 +230,8 @@ def backward_of(ops: list[Op]) -> list[Op]:
         elif op.kind == "attn":
             out.append(replace(op, name=op.name + "_bwd", flops=2.5 * op.flops,
                                model_flops=2 * op.model_flops))
+        elif op.name in casts:
+            continue  # placed before its GEMM's backward above
         elif op.kind == "mem":
             out.append(replace(op, name=op.name + "_bwd", nbytes=2 * op.nbytes))
         elif op.comm == "all_reduce" and op.axis == "tp":
@@ -237,8 +246,10 @@ def backward_of(ops: list[Op]) -> list[Op]:
 MODULE_OPS = {
     "core_attn": ("attention", "attn_scores", "softmax_dropout", "attn_values"),
     "layernorm": ("input_layernorm", "residual_layernorm"),
-    "mlp": ("tp_allgather_mlp", "fc1", "activation", "fc2", "tp_reduce_mlp"),
-    "shared_experts": ("tp_allgather_mlp", "fc1", "activation", "fc2", "tp_reduce_mlp"),
+    "mlp": ("tp_allgather_mlp", "fc1_fp8_cast", "fc1", "activation", "fc2_fp8_cast", "fc2",
+            "tp_reduce_mlp"),
+    "shared_experts": ("tp_allgather_mlp", "fc1_fp8_cast", "fc1", "activation", "fc2_fp8_cast",
+                       "fc2", "tp_reduce_mlp"),
 }
 
 

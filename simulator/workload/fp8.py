@@ -1,0 +1,94 @@
+"""Transformer Engine FP8 quantisation traffic around every dense FP8 GEMM.
+
+An FP8 GEMM runs at the FP8 tensor-core peak, but its operands must first be
+*quantised*: Transformer Engine (TE) scales each bf16 tensor by its amax-derived
+scale and writes FP8 bytes, in bandwidth-bound kernels on the compute stream
+(NVIDIA TransformerEngine, ``transformer_engine/pytorch/module/linear.py`` and
+``layernorm_linear.py``; kernels ``fp8_cast_transpose_fused``,
+``fp8_cast_transpose_bgrad_fused``, ``fp8_transpose`` in
+``transformer_engine/pytorch/cpp_extensions/transpose.py``). Hopper FP8 GEMMs
+take only the "TN" layout, so every operand the backward consumes along its
+other dimension also needs a transposed FP8 copy (TE's *columnwise* data of a
+``Float8Tensor``). Per element, for a linear ``y = x W^T`` with ``x`` of
+``T x k`` and ``W`` of ``n x k`` (bytes of HBM traffic):
+
+* **input, plain TE linears** (attention output projection, FC2, MLA down projections
+  and ``q_proj``; TE ``Linear``): one fused cast-transpose reads bf16 ``x`` (2 B) and writes the
+  FP8 row-wise copy (1 B, forward GEMM) and the FP8 transpose (1 B, saved for
+  the weight gradient): **4 B**. Under delayed scaling (the Megatron / NeMo
+  default recipe) the amax is reduced inside the same kernel, so it moves no
+  extra bytes;
+* **input, layer-norm-fused linears** (QKV, FC1, and MLA's query / key-value up
+  projections behind their latent norms; TE ``LayerNormLinear`` / ``LayerNormMLP`` in the
+  Megatron-Core TE layer specs): the norm kernel writes FP8
+  directly, so no bf16 re-read; only the transposed copy for the weight
+  gradient is made: read 1 B + write 1 B = **2 B**;
+* **output gradient** (backward, every linear): cast-transpose of the bf16
+  gradient ``dy`` (``T x n``): read 2 B, write row-wise 1 B (data gradient) and
+  columnwise 1 B (weight gradient): **4 B**;
+* **weights**: cast and transposed (read 2 B, write 1 B + 1 B: 4 B per
+  parameter) once per optimizer step: TE caches the FP8 weights across the
+  micro-batches of a step (``is_first_microbatch``), so the cost is spread over
+  the step's micro-batches. With ``fp8_param_gather`` the weights already live
+  in FP8 and only the transpose is made (read 1 B + write 1 B: 2 B).
+
+Each cast is costed with :func:`simulator.compute.memory_time` (HBM bandwidth
+x STREAM efficiency, plus one kernel overhead). The routed experts of a MoE
+layer quantise their own inputs in :mod:`.moe_layer`; this module covers the
+dense op lists only (attention linears, dense MLPs, MoE shared experts).
+Per token a linear's casts scale with its widths ``k`` (input) and ``n`` (gradient) while
+its FLOPs scale with ``n*k`` on each GPU, so the casts cost most where the *local* GEMMs are
+narrow: high tensor parallelism and small models alike (validation/analysis.md, source 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the Op type only; ops.py imports this module
+    from .ops import Op
+
+# TE LayerNormLinear / LayerNormMLP consumers: the norm writes FP8 itself.
+NORM_FUSED = frozenset({"qkv", "fc1", "q_up", "kv_up"})
+# Every TE linear of a dense layer (Megatron-Core TE spec); the attention core's batched
+# GEMMs and the vocabulary-parallel output layer are not TE FP8 linears.
+LINEARS = NORM_FUSED | {"attn_proj", "fc2", "q_down", "q_proj", "kv_down"}
+
+INPUT_CAST_BYTES = 4.0  # read bf16 2 B, write FP8 rowwise 1 B + columnwise 1 B
+INPUT_TRANSPOSE_BYTES = 2.0  # read FP8 1 B, write FP8 transpose 1 B
+GRAD_CAST_BYTES = 4.0  # read bf16 gradient 2 B, write FP8 rowwise 1 B + columnwise 1 B
+WEIGHT_CAST_BYTES = 4.0  # bf16 weight -> FP8 weight + FP8 transpose
+WEIGHT_TRANSPOSE_BYTES = 2.0  # FP8 weight (fp8_param_gather) -> FP8 transpose
+SUFFIX = "_fp8_cast"
+
+
+def cast_op(op: Op, microbatches: int, fp8_params: bool) -> Op:
+    """The quantisation kernels of one FP8 linear ``op`` (shape ``(T, n, k)``).
+
+    Forward bytes: input (``T*k`` elements, see module docstring) plus the step's weight
+    cast (``n*k`` parameters) spread over ``microbatches``; backward bytes
+    (``bwd_nbytes``): the output gradient, ``T*n`` elements at 4 B.
+    """
+    t, n, k = op.shape
+    per_in = INPUT_TRANSPOSE_BYTES if op.name in NORM_FUSED else INPUT_CAST_BYTES
+    per_w = WEIGHT_TRANSPOSE_BYTES if fp8_params else WEIGHT_CAST_BYTES
+    fwd = per_in * t * k * op.batch + per_w * n * k / max(1, microbatches)
+    return replace(op, name=op.name + SUFFIX, kind="mem", flops=0.0, nbytes=fwd,
+                   shape=(0.0, 0.0, 0.0), batch=1.0, model_flops=0.0, column=False,
+                   bwd_nbytes=GRAD_CAST_BYTES * t * n * op.batch)
+
+
+def backward_cast(cast: Op) -> Op:
+    """The backward quantisation of a cast op: its output-gradient bytes."""
+    return replace(cast, name=cast.name + "_bwd", nbytes=cast.bwd_nbytes or 0.0)
+
+
+def with_casts(ops: list[Op], microbatches: int, fp8_params: bool) -> list[Op]:
+    """``ops`` with each TE linear preceded by its quantisation op (FP8 recipes only)."""
+    out: list[Op] = []
+    for op in ops:
+        if op.kind == "gemm" and op.name in LINEARS:
+            out.append(cast_op(op, microbatches, fp8_params))
+        out.append(op)
+    return out
