@@ -10,12 +10,11 @@ import yaml
 
 from simulator import ConfigError
 from simulator.cli.main import main as cli
-from simulator.config import ModelConfig, load_workload
+from simulator.config import load_workload
 from simulator.config.hf import load_hf_model, model_from_hf
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA3_8B = ROOT / "tests" / "data" / "hf" / "llama3-8b" / "config.json"
-MLA = "multi_latent_attention" in ModelConfig.model_fields  # engineer #12's schema landed
 
 # Published config.json values (the keys the mapping reads).
 DEEPSEEK_V3 = {"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168,
@@ -103,8 +102,7 @@ def test_deepseek_v3_maps_to_megatron_mla_names():
                         "layer_freq": 1, "max_nodes_per_token": 4}
 
 
-@pytest.mark.skipif(not MLA, reason="MLA fields arrive with engineer #12's schema")
-def test_deepseek_v3_loads_once_the_mla_schema_is_there():
+def test_deepseek_v3_loads_with_the_mla_schema():
     w = load_workload({"model": model_from_hf(DEEPSEEK_V3, "deepseek-v3"),
                        "parallelism": {"pipeline": 1, "expert": 8, "data": 8},
                        "training": {"global_batch_size": 8}})

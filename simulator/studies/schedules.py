@@ -238,8 +238,8 @@ def _deepseek_lines(ds: list[dict[str, Any]]) -> list[str]:
            "DP32, EP64, 120 micro-batches; the shipped workload carries Megatron-Bridge's PP8 VP4 "
            "plan instead). DualPipe's F&B pairs hide part of the EP all-to-all under the other "
            "chunk's compute; its two model copies double parameters and gradients, and the twin "
-           "gradient all-reduce adds DP time. The memory column says whether each fits (`clustersim "
-           "memory`); a timing that does not fit assumes it did.", "",
+           "gradient all-reduce adds DP time. The memory column says whether each fits "
+           "(`clustersim memory`); a timing that does not fit assumes it did.", "",
            "| schedule | step (s) | bubble | exposed EP (s) | exposed DP (s) | memory (GB) |",
            "| --- | ---: | ---: | ---: | ---: | ---: |"]
     out += [f"| {r['schedule']} | {r['step_s']:.2f} | {100 * r['bubble']:.1f}% | "
