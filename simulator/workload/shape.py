@@ -10,9 +10,11 @@ Given a workload (model, batch, parallel plan) and nothing about hardware,
 * the local sequence per CP rank, ``seq_length / context``;
 * the expert-data-parallel size ``DP*CP*TP / (EP*ETP)`` and the optimizer
   shards: dense parameters are sharded over ``DP*CP``, expert parameters over
-  expert-DP, when the distributed optimizer is on (else 1);
-* micro-batches in flight per stage at the activation peak, and how many of
-  them only hold W-deferred tensors (zero-bubble schedules).
+  expert-DP, when the distributed optimizer is on (else 1).
+
+Micro-batches in flight per stage are the schedule's own answer
+(:meth:`simulator.schedules.Schedule.in_flight`), which the memory model asks
+directly; they are not copied here, so a plan built for timing alone pays nothing for them.
 
 The memory model, the validation, the plan builder, the search and the
 reports read these instead of recomputing them.
@@ -39,8 +41,6 @@ class PlanShape:
     expert_dp: int
     dense_shard: int  # optimizer shard of dense parameters
     expert_shard: int  # optimizer shard of expert parameters
-    in_flight: tuple[float, ...]  # micro-batches of activations held, per stage
-    w_deferred: tuple[float, ...]  # of which held only for a deferred W, per stage
     microbatches: int
     chunks: int  # chunks per stage
 
@@ -73,8 +73,6 @@ def plan_shape(w: Workload) -> PlanShape:
         local_seq=w.model.seq_length / par.context, expert_dp=edp,
         dense_shard=par.data * par.context if tr.distributed_optimizer else 1,
         expert_shard=edp if tr.distributed_optimizer else 1,
-        in_flight=tuple(sched.in_flight(p, m, v, s) for s in range(p)),
-        w_deferred=tuple(sched.w_deferred(p, m, v, s) for s in range(p)),
         microbatches=m, chunks=sched.chunks(v))
 
 
