@@ -76,6 +76,13 @@ def collective_time(op: str, nbytes: float, place: Placement, topo: Topology,
         raise ConfigError("algo", algo, f"must be one of {', '.join(ALGOS)}")
     if place.size <= 1 or nbytes == 0:
         return 0.0
+    # a pure function of its arguments: a sweep asks the same sizes on the same groups
+    return topo.memo(("collective", op, nbytes, type(nbytes), place, algo),
+                     lambda: _collective_time(op, nbytes, place, topo, algo))
+
+
+def _collective_time(op: str, nbytes: float, place: Placement, topo: Topology,
+                     algo: str | None) -> float:
     algos = available_algorithms(op, place, topo)
     if algo is not None:
         if algo not in algos:

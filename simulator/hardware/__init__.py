@@ -11,7 +11,8 @@ how many members share each domain) and the tier's link parameters.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..config.topology import TierConfig, TopologyConfig
 from ..errors import ConfigError
@@ -128,13 +129,36 @@ class Placement:
         return max(1, self.size // self.per_tier[0])
 
 
+_MISSING = object()
+MEMO_ENTRIES = 4096  # answers one topology remembers (a search asks a few thousand)
+_FROM_CONFIG: dict[int, tuple[TopologyConfig, Topology]] = {}
+FROM_CONFIG_ENTRIES = 32  # topologies of recent configurations (a sweep's handful)
+
+
 @dataclass(frozen=True)
 class Topology:
-    """A cluster: one GPU type plus tiers ordered innermost first."""
+    """A cluster: one GPU type plus tiers ordered innermost first.
+
+    Immutable, so the answers of pure functions of it (a group's placement, a
+    collective's time) are kept in :meth:`memo`: a sweep asks the same few
+    thousand times. ``dataclasses.replace`` gives a new topology with an empty memo.
+    """
 
     name: str
     gpu: GPU
     tiers: tuple[Tier, ...]
+    _memo: dict[Any, Any] = field(default_factory=dict, init=False, repr=False,
+                                  compare=False)
+
+    def memo(self, key: Any, compute: Any) -> Any:
+        """``compute()``, remembered under ``key``: for pure functions of this topology
+        and hashable arguments (the key must hold every argument but the topology)."""
+        hit = self._memo.get(key, _MISSING)
+        if hit is _MISSING:
+            if len(self._memo) >= MEMO_ENTRIES:
+                self._memo.clear()
+            hit = self._memo[key] = compute()
+        return hit
 
     @property
     def max_gpus(self) -> int:
@@ -150,6 +174,11 @@ class Topology:
         Ranks fill innermost domains first (rank r lives in tier-i domain
         ``r // tiers[i].size``), as job launchers and Megatron's rank order do.
         """
+        key = ("place", size, stride, type(size), type(stride))
+        hit = self._memo.get(key)
+        return hit if hit is not None else self.memo(key, lambda: self._place(size, stride))
+
+    def _place(self, size: int, stride: int) -> Placement:
         per_tier = []
         for tier in self.tiers:
             members = 1 if stride >= tier.size else min(size, max(1, tier.size // stride))
@@ -159,27 +188,40 @@ class Topology:
 
     @staticmethod
     def from_config(cfg: TopologyConfig) -> Topology:
-        g = cfg.gpu
-        peaks = {"bf16": g.peak_tflops.bf16 * TB,
-                 "fp16": (g.peak_tflops.fp16 or g.peak_tflops.bf16) * TB}
-        if g.peak_tflops.fp8:
-            peaks["fp8"] = g.peak_tflops.fp8 * TB
-        if g.peak_tflops.fp32:
-            peaks["fp32"] = g.peak_tflops.fp32 * TB
-        gpu = GPU(
-            name=g.name, peak_flops=peaks, hbm_bytes=usable_hbm_bytes(g.hbm_GB, g.hbm_usable_MiB),
-            hbm_bandwidth=g.hbm_bandwidth_TBps * TB, gemm_efficiency=g.gemm_efficiency,
-            gemm_half_dim=g.gemm_half_dim,
-            fp8_gemm_efficiency=g.fp8_gemm_efficiency or g.gemm_efficiency,
-            attention_efficiency=g.attention_efficiency,
-            memory_bandwidth_efficiency=g.memory_bandwidth_efficiency,
-            kernel_overhead_s=g.kernel_overhead_us * US,
-            framework_memory_bytes=g.framework_memory_GB * GB,
-            host_link_bandwidth=g.host_link_GBps * GB if g.host_link_GBps else None,
-            comm_overlap_slowdown=g.comm_overlap_slowdown,
-            host_launch_s=g.host_launch_us * US,
-        )
-        return Topology(name=cfg.name, gpu=gpu, tiers=tuple(_tier(t) for t in cfg.tiers))
+        """The SI topology of ``cfg``; one object per configuration object (configs are
+        frozen), so the plans of a sweep share its memo."""
+        hit = _FROM_CONFIG.get(id(cfg))
+        if hit is not None and hit[0] is cfg:
+            return hit[1]
+        if len(_FROM_CONFIG) >= FROM_CONFIG_ENTRIES:
+            _FROM_CONFIG.pop(next(iter(_FROM_CONFIG)))
+        topo = _from_config(cfg)
+        _FROM_CONFIG[id(cfg)] = (cfg, topo)  # cfg kept alive: its id stays its own
+        return topo
+
+
+def _from_config(cfg: TopologyConfig) -> Topology:
+    g = cfg.gpu
+    peaks = {"bf16": g.peak_tflops.bf16 * TB,
+             "fp16": (g.peak_tflops.fp16 or g.peak_tflops.bf16) * TB}
+    if g.peak_tflops.fp8:
+        peaks["fp8"] = g.peak_tflops.fp8 * TB
+    if g.peak_tflops.fp32:
+        peaks["fp32"] = g.peak_tflops.fp32 * TB
+    gpu = GPU(
+        name=g.name, peak_flops=peaks, hbm_bytes=usable_hbm_bytes(g.hbm_GB, g.hbm_usable_MiB),
+        hbm_bandwidth=g.hbm_bandwidth_TBps * TB, gemm_efficiency=g.gemm_efficiency,
+        gemm_half_dim=g.gemm_half_dim,
+        fp8_gemm_efficiency=g.fp8_gemm_efficiency or g.gemm_efficiency,
+        attention_efficiency=g.attention_efficiency,
+        memory_bandwidth_efficiency=g.memory_bandwidth_efficiency,
+        kernel_overhead_s=g.kernel_overhead_us * US,
+        framework_memory_bytes=g.framework_memory_GB * GB,
+        host_link_bandwidth=g.host_link_GBps * GB if g.host_link_GBps else None,
+        comm_overlap_slowdown=g.comm_overlap_slowdown,
+        host_launch_s=g.host_launch_us * US,
+    )
+    return Topology(name=cfg.name, gpu=gpu, tiers=tuple(_tier(t) for t in cfg.tiers))
 
 
 def _tier(t: TierConfig) -> Tier:

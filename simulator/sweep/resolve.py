@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import __version__
 from ..config import TopologyConfig, Workload
 from ..config.loader import apply_overrides, is_file, read_document, validate_model
 from ..errors import ConfigError
@@ -39,6 +40,7 @@ class Documents:
     def __init__(self, base_dir: Path | None = None):
         self.base_dir = base_dir
         self._cache: dict[tuple[str, str], Any] = {}
+        self._topologies: dict[Any, tuple[Any, _Topology]] = {}
 
     def get(self, ref: Any, kind: str) -> tuple[dict, dict[str, int], str]:
         if isinstance(ref, dict):
@@ -56,6 +58,39 @@ class Documents:
         if isinstance(hit, ConfigError):
             raise hit
         return hit
+
+    def topology(self, point: Point) -> _Topology:
+        """The point's topology, validated once per (reference, overrides) in a sweep."""
+        key = (_ref_key(point.topology), _freeze(point.topology_overrides))
+        if key[0] is None or key[1] is None:
+            return _resolve_topology(point, self)
+        hit = self._topologies.get(key)
+        if hit is None:  # the reference is kept with it, so a dict's id stays its own
+            hit = self._topologies[key] = (point.topology, _resolve_topology(point, self))
+        return hit[1]
+
+
+def _ref_key(ref: Any) -> Any:
+    """A dict reference by identity (the spec keeps it alive), a name or path by value."""
+    if isinstance(ref, dict):
+        return ("dict", id(ref))
+    if isinstance(ref, str | Path):
+        return ("ref", str(ref))
+    return None
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable image of an overrides value that tells apart 1, 1.0 and True (types
+    included), or None for a value that has none (then nothing is cached)."""
+    if isinstance(value, dict):
+        items = [(k, _freeze(v)) for k, v in value.items()]
+        return None if any(v is None for _, v in items) else ("dict", tuple(items))
+    if isinstance(value, list | tuple):
+        items = [_freeze(v) for v in value]
+        return None if any(v is None for v in items) else (type(value).__name__, tuple(items))
+    if value is None or isinstance(value, str | int | float | bool):
+        return (type(value).__name__, repr(value))
+    return None
 
 
 @dataclass
@@ -94,38 +129,93 @@ def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def config_key(w: Workload, t: TopologyConfig) -> str:
     """sha256 of the canonical JSON of the resolved configuration (see module docstring)."""
-    from .. import __version__
+    return _key(_canonical(w), _canonical(t))
 
-    doc = {"simulator": __version__, "workload": w.model_dump(mode="json"),
-           "topology": t.model_dump(mode="json")}
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+def _canonical(model: Workload | TopologyConfig) -> str:
+    """Canonical JSON text of one model (sorted keys, no spaces)."""
+    return json.dumps(model.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+def _key(workload_json: str, topology_json: str) -> str:
+    """The key from the two canonical texts: the text ``json.dumps`` writes for
+    ``{"simulator", "topology", "workload"}`` with sorted keys, assembled from its parts
+    so that a topology shared by every point of a sweep is serialised once."""
+    text = (f'{{"simulator":{json.dumps(__version__)},"topology":{topology_json},'
+            f'"workload":{workload_json}}}')
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def resolve_point(point: Point, docs: Documents) -> Resolved:
-    """Load, override and check one point; never raises ConfigError."""
-    win: dict[str, Any] = {}
+@dataclass(frozen=True)
+class _Topology:
+    """A topology reference with its overrides, resolved once per sweep."""
+
+    config: TopologyConfig | None
+    inputs: dict[str, Any]  # the ``topology.*`` columns, as far as they could be read
+    canonical: str | None = None  # canonical JSON text (config_key)
+    error: ConfigError | None = None
+
+
+def _resolve_topology(point: Point, docs: Documents) -> _Topology:
     tin: dict[str, Any] = {"topology.name": str(point.topology)}
     try:
         tdata, tlines, tsrc = docs.get(point.topology, "topologies")
         traw = apply_overrides(tdata, point.topology_overrides)
-        tin = flat(traw, "topology.")
+    except ConfigError as exc:
+        return _Topology(None, tin, error=exc)
+    try:
         t = validate_model(TopologyConfig, traw, tlines, tsrc)
-        tin = flat(t.model_dump(), "topology.")
+    except ConfigError as exc:
+        return _Topology(None, flat(traw, "topology."), error=exc)
+    return _Topology(t, flat(t.model_dump(), "topology."), _canonical(t))
+
+
+def resolve_point(point: Point, docs: Documents) -> Resolved:
+    """Load, override and check one point; never raises ConfigError.
+
+    An invalid point keeps the inputs read before the failing step: the topology as
+    given (or as validated), the workload as given (or as validated)."""
+    topo = docs.topology(point)
+    if topo.error is not None:
+        return Resolved(point, None, None, None, dict(topo.inputs), reason=topo.error.message())
+    t = topo.config
+    assert t is not None
+    w: Workload | None = None
+    win: dict[str, Any] = {}
+    try:
         wdata, wlines, wsrc = docs.get(point.workload, "workloads")
         wraw = apply_overrides(wdata, point.overrides)
-        win = flat(wraw)
-        w = validate_model(Workload, wraw, wlines, wsrc)
-        win = flat(w.model_dump())
+        w = _validate(wraw, wlines, wsrc)
         if point.num_gpus is not None:
             wraw = apply_overrides(wraw, {"parallelism.data": _data_degree(w, point.num_gpus)})
-            win = flat(wraw)
-            w = validate_model(Workload, wraw, wlines, wsrc)
+            w = None
+            w = _validate(wraw, wlines, wsrc)
         win = flat(w.model_dump())
         check_plan(w, t)
+    except _Invalid as exc:  # the workload as given
+        return Resolved(point, None, None, None, {**flat(exc.raw), **topo.inputs},
+                        reason=exc.error.message())
     except ConfigError as exc:
-        return Resolved(point, None, None, None, {**win, **tin}, reason=exc.message())
-    return Resolved(point, w, t, config_key(w, t), {**win, **tin})
+        if w is not None and not win:
+            win = flat(w.model_dump())
+        return Resolved(point, None, None, None, {**win, **topo.inputs}, reason=exc.message())
+    return Resolved(point, w, t, _key(_canonical(w), topo.canonical or ""),
+                    {**win, **topo.inputs})
+
+
+class _Invalid(Exception):
+    """A workload document that failed validation, with the document (its columns)."""
+
+    def __init__(self, error: ConfigError, raw: dict):
+        super().__init__(error.message())
+        self.error, self.raw = error, raw
+
+
+def _validate(raw: dict, lines: dict[str, int], source: str) -> Workload:
+    try:
+        return validate_model(Workload, raw, lines, source)
+    except ConfigError as exc:
+        raise _Invalid(exc, raw) from None
 
 
 def _data_degree(w: Workload, num_gpus: Any) -> int:
