@@ -6,6 +6,15 @@ value and what is allowed; unknown keys get a "did you mean" hint. YAML is
 parsed in two steps: the node tree first (which knows lines, so duplicate keys,
 non-string keys and alias bombs are reported with their line), then the Python
 values. No function here writes to disk.
+
+Two parsers build the same node tree: libyaml's (``yaml.CSafeLoader``, about ten
+times faster: most of a ``clustersim run``'s reading time) and PyYAML's own.
+The C one reads a document only when it is certainly shallow (its composer
+recurses on the C stack, which a deeply nested document would overflow) and has no
+tags or tabs (where the two parsers' readings differ); whenever it fails, the
+pure-Python parser reads the document again, so every error message is PyYAML's,
+with the same lines. (libyaml also accepts a few documents PyYAML refuses, such as
+a comment glued to a block-scalar header ``|#``; those load.)
 """
 
 from __future__ import annotations
@@ -37,18 +46,31 @@ MAX_VALUES = 100_000  # values in a document once YAML aliases are expanded
 # but ValueError (2024-02-30), TypeError / OverflowError, KeyError (!!bool maybe).
 CONSTRUCT_ERRORS = (ValueError, TypeError, LookupError, OverflowError, AttributeError)
 MAX_DEPTH = 64  # nesting of a document given as a Python dict (YAML is checked by the parser)
+C_LOADER = getattr(yaml, "CSafeLoader", None)  # None where PyYAML was built without libyaml
+# The C parser reads a document only when the number of characters that can open a
+# collection (an upper bound of its nesting) is below this: far below the depth that
+# would overflow even a small thread stack (libyaml's composer recurses in C).
+C_MAX_OPENERS = 1000
+C_MAX_DEPTH = 100  # deeper documents are read by PyYAML, which reports them as it always did
 SECTIONS = {Workload: ("workload", {"gpu", "tiers"}, "topology"),
             TopologyConfig: ("topology", {"model", "parallelism", "training"}, "workload")}
 
 
+class _Deep(Exception):
+    """A document nested deeper than C_MAX_DEPTH, left to the pure-Python parser."""
+
+
 def _walk_nodes(node: yaml.Node, name: str, prefix: str, lines: dict[str, int],
-                seen: set[int]) -> None:
+                seen: set[int], depth: int = 0, max_depth: int | None = None) -> None:
     """Fill ``lines`` (dotted path -> 1-based line); refuse duplicate or non-scalar keys.
 
     Each node is visited once: an alias is the same node object as its anchor.
+    ``max_depth``: raise :class:`_Deep` below that many levels.
     """
     if id(node) in seen:
         return
+    if max_depth is not None and depth > max_depth:
+        raise _Deep
     seen.add(id(node))
     children: list[tuple[str, yaml.Node]] = []
     if isinstance(node, yaml.MappingNode):
@@ -75,7 +97,8 @@ def _walk_nodes(node: yaml.Node, name: str, prefix: str, lines: dict[str, int],
             lines[path] = value.start_mark.line + 1
             children.append((path, value))
     for path, child in children:
-        _walk_nodes(child, name, prefix if path == "<<" else path, lines, seen)
+        _walk_nodes(child, name, prefix if path == "<<" else path, lines, seen, depth + 1,
+                    max_depth)
 
 
 def _bad_scalar(root: yaml.Node, prefix: str = "") -> tuple[str, str]:
@@ -118,6 +141,40 @@ def _count_values(data: Any, name: str) -> None:
 
 def parse_yaml(text: str, name: str) -> tuple[dict, dict[str, int]]:
     """Parse a YAML document that must be a mapping; return it and its line map.
+
+    libyaml reads it where it safely can (see the module docstring), else, and
+    whenever that fails, :func:`_parse_python`."""
+    fast = _parse_c(text, name)
+    return fast if fast is not None else _parse_python(text, name)
+
+
+def _parse_c(text: str, name: str) -> tuple[dict, dict[str, int]] | None:
+    """Data and lines from libyaml, or None: not used, or failed (for whatever reason;
+    the pure-Python parser then finds and explains the problem)."""
+    if C_LOADER is None or "!" in text or "\t" in text \
+            or sum(text.count(c) for c in "[{-:?") > C_MAX_OPENERS:
+        return None
+    lines: dict[str, int] = {}
+    try:
+        loader = C_LOADER(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _walk_nodes(node, name, "", lines, set(), max_depth=C_MAX_DEPTH)
+            data = loader.construct_document(node)
+        finally:
+            loader.dispose()
+        if not isinstance(data, dict):
+            return None
+        _count_values(data, name)
+    except Exception:  # noqa: BLE001 - any failure: PyYAML reads it again and explains
+        return None
+    return data, lines
+
+
+def _parse_python(text: str, name: str) -> tuple[dict, dict[str, int]]:
+    """:func:`parse_yaml` with PyYAML's pure-Python parser.
 
     Every failure of the YAML library is a ConfigError: its reader refuses
     control characters (also in comments) when the loader is built, and its
