@@ -168,7 +168,7 @@ def _parse_c(text: str, name: str) -> tuple[dict, dict[str, int]] | None:
         if not isinstance(data, dict):
             return None
         _count_values(data, name)
-    except Exception:  # noqa: BLE001 - any failure: PyYAML reads it again and explains
+    except Exception:  # any failure: PyYAML reads it again and explains
         return None
     return data, lines
 
