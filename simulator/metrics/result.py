@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -68,7 +68,9 @@ class Result:
     step_time_p99_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field, nested dicts and lists copied: ``dataclasses.asdict`` without its
+        generic walk (a sweep writes one per configuration)."""
+        return {name: _copy(getattr(self, name)) for name in _FIELDS}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True, indent=2)
@@ -78,6 +80,18 @@ class Result:
         import pandas as pd
 
         return pd.Series(flatten(self.to_dict()))
+
+
+_FIELDS = tuple(f.name for f in fields(Result))
+
+
+def _copy(value: Any) -> Any:
+    """A copy of the containers in a field value; numbers, strings and None as they are."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_copy(v) for v in value)
+    return value
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

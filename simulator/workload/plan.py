@@ -28,7 +28,15 @@ from .context import make_attention
 from .cost import CostContext, Phase, TimedOp, cost_ops
 from .layout import group_layout, strides
 from .moe_layer import MoECost, MoEPart, add_ep_breakdown
-from .ops import backward_of, dims, embedding_forward, layer_forward, output_forward, recompute_ops
+from .ops import (
+    Op,
+    backward_of,
+    dims,
+    embedding_forward,
+    layer_forward,
+    output_forward,
+    recompute_ops,
+)
 from .params import StageParams
 from .partition import Partition
 from .shape import PlanShape, microbatch_runs, plan_shape, schedule_steps
@@ -70,7 +78,9 @@ class _Builder:
                                tp_overlap=tr.tp_comm_overlap and p.sequence_parallel,
                                attention=make_attention(w, topo, self.groups, x),
                                async_grad_allreduce=tr.async_tensor_model_parallel_allreduce)
-        self.dense = self._layer(None)
+        dense_fwd = layer_forward(w)
+        dense_bwd = backward_of(dense_fwd)
+        self.dense = self._layer(None, ops=(dense_fwd, dense_bwd))
         shared = w.model.moe.shared_expert_ffn_hidden_size if w.model.moe else 0
         self.moe_base = self._layer(shared, moe_layer=True) if w.model.moe else None
         self.moe = MoECost(w, topo, self.groups, x.T, self.moe_base) if w.model.moe else None
@@ -79,7 +89,7 @@ class _Builder:
         self.recompute_moe = rc.full or rc.has("moe")
         # full recompute, block method: layers past recompute_num_layers keep their
         # activations, so their backward re-runs nothing
-        self.dense_plain_bwd = cost_ops(backward_of(layer_forward(w)), self.ctx)
+        self.dense_plain_bwd = cost_ops(dense_bwd, self.ctx)
         self.moe_plain_bwd = (cost_ops(backward_of(layer_forward(w, shared)), self.ctx)
                               if self.moe else None)
         self.offload_layers = tr.cpu_offloading_num_layers if tr.cpu_offloading else 0
@@ -88,14 +98,18 @@ class _Builder:
         self.embed = (cost_ops(emb, self.ctx), cost_ops(backward_of(emb), self.ctx))
         self.output = (cost_ops(out, self.ctx), cost_ops(backward_of(out), self.ctx))
         # W (weight-gradient GEMMs) of each kind of block, for B/W-split schedules
-        self.w_dense = wgrad_time(layer_forward(w, None), self.ctx)
+        self.w_dense = wgrad_time(dense_fwd, self.ctx)
         self.w_moe_base = wgrad_time(layer_forward(w, shared), self.ctx) if self.moe else 0.0
         self.w_output = wgrad_time(out, self.ctx)
 
-    def _layer(self, ffn: int | None, moe_layer: bool = False) -> tuple[Phase, Phase]:
-        fwd = layer_forward(self.w, ffn)
+    def _layer(self, ffn: int | None, moe_layer: bool = False,
+               ops: tuple[list[Op], list[Op]] | None = None) -> tuple[Phase, Phase]:
+        """(forward, recompute + backward) of one layer; ``ops``: its forward and backward
+        op lists when the caller has them already."""
+        fwd, bwd = ops or (layer_forward(self.w, ffn), None)
+        bwd = bwd if bwd is not None else backward_of(fwd)
         return (cost_ops(fwd, self.ctx),
-                cost_ops(recompute_ops(self.w, fwd, moe_layer) + backward_of(fwd), self.ctx))
+                cost_ops(recompute_ops(self.w, fwd, moe_layer) + bwd, self.ctx))
 
     def _offload_waits(self, topo: Topology) -> tuple[Phase, Phase]:
         """Per offloaded layer, the time the compute stream waits on the host link.
@@ -124,6 +138,15 @@ class _Builder:
         b.extend(self.dense[1], redo, ops)
         if plain:
             b.extend(self.dense_plain_bwd, plain, ops)
+
+    def chunk_kind(self, s: int, c: int) -> tuple[bool, bool, int] | None:
+        """A key under which :meth:`chunk` gives the same phases for every (stage, chunk)
+        that has it: without MoE layers or offloading, a chunk's costs depend only on
+        whether it holds the embedding / the output and on its layer count (recompute
+        goes by position in the chunk). None where they may depend on more."""
+        if self.moe is not None or self.offload_layers:
+            return None
+        return self.shape.first(s, c), self.shape.last(s, c), len(self.shape.layer_ids(s, c))
 
     def chunk(self, s: int, c: int, mb: int, first: bool, last: bool, ops: bool):
         """(forward, backward, W seconds) of chunk c on stage s for micro-batch mb."""
@@ -210,12 +233,20 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
     totals = [dict.fromkeys(AXES, 0.0) for _ in range(P)]
     ep_totals: list[dict[str, float]] = [{} for _ in range(P)]
     varies = bld.moe is not None and not bld.moe.deterministic  # per micro-batch draws
+    costed: dict[tuple, tuple[Phase, Phase, float]] = {}  # chunks alike (read-only phases)
     for s in range(P):
         for c in range(V):
             first, last = bld.shape.first(s, c), bld.shape.last(s, c)
             mbs = list(all_runs[s][c])
+            kind = bld.chunk_kind(s, c)
             for k, mb in enumerate(mbs if varies else mbs[:1]):
-                f, b, wg = bld.chunk(s, c, mb, first, last, ops=k == 0 and ops)
+                with_ops = k == 0 and ops
+                hit = costed.get((kind, with_ops)) if kind is not None else None
+                if hit is None:
+                    hit = bld.chunk(s, c, mb, first, last, ops=with_ops)
+                    if kind is not None:
+                        costed[(kind, with_ops)] = hit
+                f, b, wg = hit
                 if k == 0:
                     phases[("F", s, c)], phases[("B", s, c)] = f, b
                 # a chunk that forwards every micro-batch: a basic slice (fancy indexing is slow)
