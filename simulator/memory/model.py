@@ -16,6 +16,7 @@ stage (``offloaded``) but do not count against HBM.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..config.workload import Workload
 from ..errors import ConfigError
@@ -66,7 +67,7 @@ class MemoryReport:
     capacity_bytes: float
     headroom_bytes: float = 0.0  # margin the plan must leave free (training.memory_headroom_GB)
 
-    @property
+    @cached_property  # frozen: computed once (a summary reads it several times)
     def worst(self) -> StageMemory:
         return max(self.stages, key=lambda st: st.total)  # first stage wins ties
 

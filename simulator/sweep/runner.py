@@ -74,9 +74,10 @@ def simulate_keys(items: dict[str, Any], executor: Executor, store: ResultStore 
     for i, text in executor.map(simulate_task, [items[k] for k in pending]):
         key = pending[i]
         outcomes[key] = text
-        status = json.loads(text)["status"]
-        if store is not None and status != "error":
-            store.put(key, status, text)
+        if store is not None:
+            status = json.loads(text)["status"]
+            if status != "error":
+                store.put(key, status, text)
         if progress is not None:
             progress.update()
     return outcomes, reused
