@@ -185,6 +185,7 @@ def fit(groups: list[Group], sigmas: np.ndarray = SIGMAS, mus: np.ndarray = HOST
 def render(res: FitResult) -> str:
     lines = [f"fitted on all groups: jitter_sigma = {res.sigma:.4f}, "
              f"host_noise_s = {res.host_noise_s:.5f}, sync_noise_s = {res.sync_noise_s:.6f}",
+             "",
              "| group | GPUs | amax barrier | measured | one-step model | fitted | "
              "held out (LOGO) | LOGO error |", "|---|---|---|---:|---:|---:|---:|---:|"]
     for r in res.rows:
