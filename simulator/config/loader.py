@@ -19,7 +19,6 @@ a comment glued to a block-scalar header ``|#``; those load.)
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -459,6 +458,8 @@ def submodel(annotation: Any) -> Any:
 
 def did_you_mean(word: str, choices: list[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest of ``choices``, or an empty string."""
+    import difflib  # on a mistake only: not worth loading on every clean start
+
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
 

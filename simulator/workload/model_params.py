@@ -22,6 +22,8 @@ from .mla import attention_params as mla_attention_params
 
 @dataclass(frozen=True)
 class ModelParams:
+    """Parameters of the whole model: main model, per-token active, MTP modules."""
+
     total: float
     active: float
     mtp: float

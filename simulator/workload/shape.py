@@ -33,6 +33,8 @@ from .partition import Partition, partition_layers
 
 @dataclass(frozen=True)
 class PlanShape:
+    """What follows from a plan's sizes alone (see the module docstring)."""
+
     schedule: Schedule
     route: Route
     partition: Partition
