@@ -133,15 +133,28 @@ def interval(step_time_s: float, category: str, gpu: str, precision: str, num_gp
     """The ``coverage`` interval of a predicted step time (s) for a plan described by its
     category (``dense_step_time`` / ``moe_step_time``), GPU name, precision, GPU count and
     parallel degrees (``tp pp cp ep vp``)."""
-    res = load_residuals(str(path))
-    if not res:
-        return Interval(None, None, coverage, "", ("no cross-validation residuals shipped",))
-    chosen, basis, steps = _select(res, category, gpu, precision, num_gpus, axes)
-    if not chosen:
-        return Interval(None, None, coverage, basis, (
-            "far outside the validated space (" + "; ".join(steps) + "): no error bar",))
-    q = conformal_q([r["error"] for r in chosen], coverage)
-    notes = tuple(f"interval widened: {s}" for s in steps)
-    basis = f"{basis}, {len(chosen)} cross-validated residuals"
+    q, basis, notes = _band(str(path), category, gpu, precision, num_gpus,
+                            tuple(axes.items()), coverage)
+    if q is None:
+        return Interval(None, None, coverage, basis, notes)
     return Interval(step_time_s * math.exp(-q), step_time_s * math.exp(q), coverage, basis,
                     notes)
+
+
+@lru_cache(maxsize=1024)
+def _band(path: str, category: str, gpu: str, precision: str, num_gpus: int,
+          axes: tuple[tuple[str, int], ...], coverage: float
+          ) -> tuple[float | None, str, tuple[str, ...]]:
+    """(log half-width, or None for no interval; basis; notes): everything of
+    :func:`interval` but the step time, once per kind of plan (a sweep asks again and
+    again for the same few)."""
+    res = load_residuals(path)
+    if not res:
+        return None, "", ("no cross-validation residuals shipped",)
+    chosen, basis, steps = _select(res, category, gpu, precision, num_gpus, dict(axes))
+    if not chosen:
+        return None, basis, (
+            "far outside the validated space (" + "; ".join(steps) + "): no error bar",)
+    q = conformal_q([r["error"] for r in chosen], coverage)
+    notes = tuple(f"interval widened: {s}" for s in steps)
+    return q, f"{basis}, {len(chosen)} cross-validated residuals", notes
