@@ -39,6 +39,16 @@ def test_cli_run_loads_no_heavy_library():
     assert _loaded_after(code) == []
 
 
+def test_cli_run_loads_neither_reliability_models_nor_difflib():
+    """Start-up budget (issue 16): --variability and did-you-mean hints load on use."""
+    probe = ("import sys\nfrom simulator.cli.main import main\n"
+             "assert main(['run', 'tiny', '-t', 'dgx-h100', '--format', 'json']) == 0\n"
+             "print([m for m in ('simulator.reliability', 'difflib') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    assert out.splitlines()[-1] == "[]"
+
+
 def test_sweep_and_search_are_the_functions_even_after_the_subpackage_loads():
     pkg = importlib.import_module("simulator.sweep")
     assert simulator.sweep is pkg.sweep and simulator.search is pkg.search
