@@ -23,6 +23,8 @@ from simulator.config import load_topology
 from simulator.hardware import Topology
 from simulator.sweep.resolve import Documents, config_key, flat, resolve_point
 from simulator.sweep.spec import Point
+from simulator.workload.cost import _cost_ops, cost_ops
+from simulator.workload.ops import backward_of, layer_forward
 from simulator.workload.plan import _Builder, build_plan
 
 PLANS = [
@@ -126,3 +128,16 @@ def test_result_dict_is_asdicts(name, overrides):
     w, t = resolve(name, "dgx-h100", overrides)
     result = simulate_resolved(w, t)[0]
     assert result.to_dict() == dataclasses.asdict(result)
+
+
+def test_remembered_layer_costs_are_the_computed_ones_and_private_copies():
+    w, t = resolve("llama3-70b", "dgx-h100", PLANS[0][1])
+    topo = Topology.from_config(t)
+    ctx = _Builder(w, topo).ctx
+    fwd = layer_forward(w)
+    for ops in (fwd, backward_of(fwd)):
+        first, plain = cost_ops(ops, ctx), _cost_ops(ops, ctx)
+        assert dataclasses.asdict(first) == dataclasses.asdict(plain)
+        first.duration, first.exposed["tp"] = -1.0, -1.0  # a caller's copy: its own
+        again = cost_ops(ops, ctx)
+        assert dataclasses.asdict(again) == dataclasses.asdict(plain)

@@ -101,7 +101,21 @@ def op_time(op: Op, ctx: CostContext) -> float:
 
 
 def cost_ops(ops: list[Op], ctx: CostContext) -> Phase:
-    """Time a straight-line op list (one layer), with TP overlap where enabled."""
+    """Time a straight-line op list (one layer), with TP overlap where enabled.
+
+    A pure function of the ops and the context: the topology remembers the answer (a
+    sweep's plans share layer shapes), and each caller gets its own copy. Not with a
+    context-parallel attention model, a closure over one plan."""
+    if ctx.attention is not None:
+        return _cost_ops(ops, ctx)
+    key = ("cost_ops", tuple(ops), ctx.dtype, ctx.tp_overlap, ctx.async_grad_allreduce,
+           tuple(sorted(ctx.groups.items())))
+    ph = ctx.topo.memo(key, lambda: _cost_ops(ops, ctx))
+    return Phase(ph.duration, ph.compute, dict(ph.exposed), ph.flops, ph.model_flops,
+                 list(ph.ops))
+
+
+def _cost_ops(ops: list[Op], ctx: CostContext) -> Phase:
     times = [op_time(o, ctx) for o in ops]
     hidden = _overlap_partners(ops, ctx.tp_overlap, ctx.async_grad_allreduce)
     kappa = ctx.topo.gpu.comm_overlap_slowdown
