@@ -2,8 +2,8 @@
 
 A sweep resolves each topology once, keys configurations from cached canonical
 texts, shares one :class:`~simulator.hardware.Topology` (and its remembered
-placements and collective times) between plans, costs alike pipeline chunks once
-and copies results without ``dataclasses.asdict``. Each is checked here against
+placements, collective times and layer costs) between plans, costs alike pipeline
+chunks once and copies results without ``dataclasses.asdict``. Each is checked here against
 the computation it replaces.
 """
 
