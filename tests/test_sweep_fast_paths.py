@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import pickle
 
 import pytest
 
@@ -20,7 +21,7 @@ from simulator.api import resolve, simulate_resolved
 from simulator.collectives import collective_time
 from simulator.collectives.cost import _collective_time
 from simulator.config import load_topology
-from simulator.hardware import Topology
+from simulator.hardware import Topology, _from_config
 from simulator.sweep.resolve import Documents, config_key, flat, resolve_point
 from simulator.sweep.spec import Point
 from simulator.workload.cost import _cost_ops, cost_ops
@@ -86,11 +87,14 @@ def test_invalid_points_keep_the_inputs_read_before_the_failure():
     assert "num_gpus = 7" in gpus.reason and gpus.inputs["parallelism.tensor"] >= 1
 
 
-def test_topology_is_shared_per_config_object_and_replace_starts_afresh():
+def test_topology_is_shared_per_config_value_and_replace_starts_afresh():
     t = load_topology("dgx-h100")
     topo = Topology.from_config(t)
     assert Topology.from_config(t) is topo
-    assert Topology.from_config(load_topology("dgx-h100")) is not topo
+    assert Topology.from_config(pickle.loads(pickle.dumps(t))) is topo  # a worker's copy
+    other = load_topology("dgx-h100", {"tiers.1.bandwidth_GBps": 25})
+    assert Topology.from_config(other) is not topo
+    assert Topology.from_config(other) == _from_config(other)
     fresh = dataclasses.replace(topo, tiers=topo.tiers[:2])
     assert fresh.place(16, 1) != topo.place(16, 1)  # a memo of its own, not topo's
 
@@ -112,7 +116,7 @@ def test_alike_chunks_costed_once_give_the_same_plan(name, overrides, monkeypatc
     w, t = resolve(name, "dgx-h100", overrides)
     plan = build_plan(w, Topology.from_config(t))
     monkeypatch.setattr(_Builder, "chunk_kind", lambda self, s, c: None)  # cost every chunk
-    plain = build_plan(w, Topology.from_config(t.model_copy()))  # and a fresh memo
+    plain = build_plan(w, _from_config(t))  # and a fresh memo
     assert plan.totals == plain.totals and plan.phases.keys() == plain.phases.keys()
     for key, ph in plan.phases.items():
         assert (ph.duration, ph.compute, ph.exposed, ph.ops) == \

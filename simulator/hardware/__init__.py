@@ -131,7 +131,8 @@ class Placement:
 
 _MISSING = object()
 MEMO_ENTRIES = 4096  # answers one topology remembers (a search asks a few thousand)
-_FROM_CONFIG: dict[int, tuple[TopologyConfig, Topology]] = {}
+_FROM_CONFIG: dict[int, tuple[TopologyConfig, Topology]] = {}  # by identity (fast)
+_BY_VALUE: dict[str, Topology] = {}  # by canonical JSON text
 FROM_CONFIG_ENTRIES = 32  # topologies of recent configurations (a sweep's handful)
 
 
@@ -188,16 +189,26 @@ class Topology:
 
     @staticmethod
     def from_config(cfg: TopologyConfig) -> Topology:
-        """The SI topology of ``cfg``; one object per configuration object (configs are
-        frozen), so the plans of a sweep share its memo."""
+        """The SI topology of ``cfg``: one object per configuration value (configs are
+        frozen), so the plans of a sweep share its memo, also in a worker process that
+        receives a copy of the configuration with each batch of work."""
         hit = _FROM_CONFIG.get(id(cfg))
         if hit is not None and hit[0] is cfg:
             return hit[1]
-        if len(_FROM_CONFIG) >= FROM_CONFIG_ENTRIES:
-            _FROM_CONFIG.pop(next(iter(_FROM_CONFIG)))
-        topo = _from_config(cfg)
-        _FROM_CONFIG[id(cfg)] = (cfg, topo)  # cfg kept alive: its id stays its own
+        text = cfg.model_dump_json()  # every field: equal texts, equal configurations
+        topo = _BY_VALUE.get(text)
+        if topo is None:
+            topo = _remember(_BY_VALUE, text, _from_config(cfg))
+        _remember(_FROM_CONFIG, id(cfg), (cfg, topo))  # cfg kept alive: its id stays its own
         return topo
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> Any:
+    """``cache[key] = value``, dropping the oldest entry beyond FROM_CONFIG_ENTRIES."""
+    if len(cache) >= FROM_CONFIG_ENTRIES:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
+    return value
 
 
 def _from_config(cfg: TopologyConfig) -> Topology:
