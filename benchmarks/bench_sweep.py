@@ -148,27 +148,34 @@ def _timed(fn, *args, **kwargs) -> float:
     return time.perf_counter() - t0
 
 
-def _scaling(repeats: int) -> list[str]:
-    """CPU seconds per plan through the sweep path, at one plan shape, by GPU count."""
-    docs, rows, per = Documents(), [], {}
-    for gpus in GPU_COUNTS:
-        dp = gpus // 8
-        point = Point(0, "llama3-8b", "dgx-h100",
-                      overrides={"parallelism.tensor": 4, "parallelism.pipeline": 2,
-                                 "parallelism.data": dp, "training.micro_batch_size": 1,
-                                 "training.global_batch_size": 16 * dp},
-                      topology_overrides={"tiers.2.size": max(GPU_COUNTS)})
-        times = []
-        for _ in range(repeats + 1):  # the first is a warm-up
+def _scaling(repeats: int, batch: int = 5) -> list[str]:
+    """CPU seconds per plan through the sweep path, at one plan shape, by GPU count.
+
+    Rounds interleave the GPU counts (a burst of load on the shared machine hits them
+    alike); each sample times ``batch`` plans back to back (a plan takes about a
+    millisecond, near the clock's noise); the figure is the median sample per plan."""
+    docs = Documents()
+    points = {gpus: Point(0, "llama3-8b", "dgx-h100",
+                          overrides={"parallelism.tensor": 4, "parallelism.pipeline": 2,
+                                     "parallelism.data": gpus // 8,
+                                     "training.micro_batch_size": 1,
+                                     "training.global_batch_size": 16 * (gpus // 8)},
+                          topology_overrides={"tiers.2.size": max(GPU_COUNTS)})
+              for gpus in GPU_COUNTS}
+    times: dict[int, list[float]] = {gpus: [] for gpus in GPU_COUNTS}
+    for round_ in range(repeats + 1):  # the first round is a warm-up
+        for gpus, point in points.items():
             t0 = time.process_time()
-            r = resolve_point(point, docs)
-            simulate_task((r.workload, r.topology))
-            times.append(time.process_time() - t0)
-        if not r.valid:
-            raise SystemExit(f"{gpus} GPUs: {r.reason}")
-        per[gpus] = statistics.median(times[1:])
-    for gpus, t in per.items():
-        rows.append(f"| {gpus:,} | {t * 1e3:.1f} ms | {t / per[GPU_COUNTS[0]]:.2f} |")
+            for _ in range(batch):
+                r = resolve_point(point, docs)
+                if not r.valid:
+                    raise SystemExit(f"{gpus} GPUs: {r.reason}")
+                simulate_task((r.workload, r.topology))
+            if round_:
+                times[gpus].append((time.process_time() - t0) / batch)
+    per = {gpus: statistics.median(ts) for gpus, ts in times.items()}
+    rows = [f"| {gpus:,} | {t * 1e3:.1f} ms | {t / per[GPU_COUNTS[0]]:.2f} |"
+            for gpus, t in per.items()]
     spread = max(per.values()) / min(per.values())
     rows.append(f"\nMax / min over GPU counts: {spread:.2f} (target: within 1.2).")
     return rows
@@ -180,7 +187,7 @@ def main() -> None:
     ap.add_argument("--no-moe", action="store_true")
     ap.add_argument("--no-search", action="store_true")
     ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--repeats", type=int, default=5, help="repeats per GPU count")
+    ap.add_argument("--repeats", type=int, default=9, help="rounds over the GPU counts")
     ap.add_argument("--write", action="store_true",
                     help="also write its section of reports/benchmarks_startup.md")
     args = ap.parse_args()
