@@ -145,3 +145,10 @@ def test_remembered_layer_costs_are_the_computed_ones_and_private_copies():
         first.duration, first.exposed["tp"] = -1.0, -1.0  # a caller's copy: its own
         again = cost_ops(ops, ctx)
         assert dataclasses.asdict(again) == dataclasses.asdict(plain)
+
+
+def test_a_pickled_topology_is_equal_and_carries_no_memo():
+    topo = Topology.from_config(load_topology("dgx-h100"))
+    topo.place(64, 8)
+    copy = pickle.loads(pickle.dumps(topo))
+    assert copy == topo and copy._memo == {} and copy.place(64, 8) == topo.place(64, 8)

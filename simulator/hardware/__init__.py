@@ -151,6 +151,13 @@ class Topology:
     _memo: dict[Any, Any] = field(default_factory=dict, init=False, repr=False,
                                   compare=False)
 
+    def __getstate__(self) -> dict[str, Any]:  # a copy (pickle) starts with an empty memo
+        return {"name": self.name, "gpu": self.gpu, "tiers": self.tiers}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for key, value in {**state, "_memo": {}}.items():
+            object.__setattr__(self, key, value)
+
     def memo(self, key: Any, compute: Any) -> Any:
         """``compute()``, remembered under ``key``: for pure functions of this topology
         and hashable arguments (the key must hold every argument but the topology)."""
