@@ -50,7 +50,7 @@ def test_less_common_constructs_read_alike(text):
     "a:\n\tb: 1\n",  # a tab
     "a: " + "[" * 150 + "]" * 150 + "\n",  # deeper than the fast path reads
     "a: " + "[" * 600 + "]" * 600 + "\n",  # more openers than it even composes
-])
+], ids=["tag", "tab", "150 deep", "600 deep"])
 def test_documents_left_to_pyyaml(text):
     assert _parse_c(text, "x.yaml") is None
     try:
@@ -70,7 +70,7 @@ def test_documents_left_to_pyyaml(text):
     "- 1\n- 2\n",  # not a mapping
     "",  # empty
     "a: 2024-02-30\n",  # impossible date
-])
+], ids=["syntax", "duplicate", "complex key", "list", "empty", "date"])
 def test_errors_are_pyyamls_with_its_lines(text):
     with pytest.raises(ConfigError) as python:
         _parse_python(text, "x.yaml")
