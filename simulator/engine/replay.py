@@ -31,15 +31,24 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..schedules import is_fused
-from .records import NullRecorder, Record
+from .periodic import fold
+from .records import NullRecorder, Record, SpanRecorder
 
 
 def replay(sim: Any) -> None:
     """Run every stage of ``sim`` (a :class:`~.core._Sim`) to its end or until it deadlocks.
 
     Fills ``sim.stats``, ``sim.dp_jobs``, ``sim.finished``, ``sim.waiting``,
-    ``sim.link_free`` and the recorder, as the SimPy processes would.
+    ``sim.link_free`` and the recorder, as the SimPy processes would. A long schedule
+    with a periodic middle and micro-batch-independent times is folded
+    (:mod:`.periodic`: two short replays, extrapolated exactly).
     """
+    if not fold(sim, replay_all):
+        replay_all(sim)
+
+
+def replay_all(sim: Any) -> None:
+    """:func:`replay` without folding: every step of every stage."""
     inp, p = sim.inp, sim.p
     data = _Data(inp)
     arrive: dict[tuple, tuple[float, float]] = {}  # key -> (arrival, producer end)
@@ -88,6 +97,8 @@ class _Stage:
                                                  self.dur, self.rel, self.dst)
         inp, st_, rec = sim.inp, sim.stats[s], sim.rec
         count_only = isinstance(rec, NullRecorder)
+        spans = type(rec) is SpanRecorder  # (start, end) pairs only: the fold's zone check
+        done, sent = (rec.compute[s], rec.sends[s]) if spans else (None, None)
         p2p, link = self.data.p2p[s], sim.link_free[s]
         pp_wait, busy, warm = st_.pp_wait, st_.busy, st_.warmup_fwd
         n, i, now, seen_b = len(steps), 0, 0.0, False
@@ -133,9 +144,12 @@ class _Stage:
             ph = phases[i]
             if count_only:
                 counted += 1
+            elif spans:
+                counted += 1
+                done.append((start, now))
             else:
                 x = steps[i]
-                rec.add(Record(s, "compute", ph, start, start + d, x.mb, x.chunk))
+                rec.add(Record(s, "compute", ph, start, start + d, x[1], x[2]))
             if ph == "F":
                 if not seen_b:
                     warm += d
@@ -152,8 +166,11 @@ class _Stage:
                     link = t0 + p2p
                     if count_only:
                         counted += 1
+                    elif spans:
+                        counted += 1
+                        sent.append((t0, link))
                     else:
-                        rec.add(Record(s, "pp", "send_" + ph, t0, link, dkey[1], steps[i].chunk,
+                        rec.add(Record(s, "pp", "send_" + ph, t0, link, dkey[1], steps[i][2],
                                        inp.p2p_bytes, dkey[3], dkey[2]))
                     arrive[dkey] = (now + (link - now), now)
                 waiter = waiters.pop(dkey, None)
@@ -200,11 +217,11 @@ class _Stage:
         now = start + slot
         t = start
         for x, share in zip(group, shares, strict=True):
-            sim.rec.add(Record(s, "compute", x.phase, t, t + share, x.mb, x.chunk, fused=True))
+            sim.rec.add(Record(s, "compute", x[0], t, t + share, x[1], x[2], fused=True))
             t += share
-            if x.phase == "F" and not seen_b:
+            if x[0] == "F" and not seen_b:
                 st_.warmup_fwd += share
-            seen_b = seen_b or x.phase == "B"
+            seen_b = seen_b or x[0] == "B"
         st_.busy += slot
         for k, x in enumerate(group):
             if self.dst[i + k] is not None:
@@ -275,7 +292,7 @@ def _fused_slot(s, f, b, df, db, ep, slowdown) -> float:
     """As :meth:`~.core._Sim.fused_slot`."""
     if ep is None:
         return df + db
-    ef, eb = ep[0][s][f.chunk][f.mb], ep[1][s][b.chunk][b.mb]
+    ef, eb = ep[0][s][f[2]][f[1]], ep[1][s][b[2]][b[1]]
     hidden = min(ef, db - eb) + min(eb, df - ef)
     return df + db - hidden * (1.0 - slowdown)
 
@@ -289,7 +306,7 @@ def _send(sim, s, x, out, now, p2p, arrive, waiters, runnable) -> None:
         start = max(now, sim.link_free[s])
         end = start + p2p[s]
         sim.link_free[s] = end
-        sim.rec.add(Record(s, "pp", "send_" + x.phase, start, end, x.mb, x.chunk,
+        sim.rec.add(Record(s, "pp", "send_" + x[0], start, end, x[1], x[2],
                            sim.inp.p2p_bytes, key[3], key[2]))
         arrive[key] = (now + (end - now), now)
     waiter = waiters.pop(key, None)

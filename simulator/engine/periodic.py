@@ -1,0 +1,144 @@
+"""Long pipelines folded: the steady state replayed once, the rest extrapolated exactly.
+
+A step list with ``m`` micro-batches is, on every stage, a warm-up, a *periodic* middle
+of windows (:mod:`.windows`) and a drain. When the phase times do not depend on the
+micro-batch (dense models: the arrays are constant along their last axis), the replay's
+recurrence is *shift-invariant* in the middle: every time it computes is a ``max`` of,
+or a sum with, times at most ``L`` windows away, the same way in every window. Max-plus
+algebra gives the rest (Baccelli et al. 1992, *Synchronization and Linearity*, Ch. 3):
+if, in a replay, every time in the windows ``[k0-2L, k0+2L+1]`` is the one of the
+window before plus the same ``T``, then inserting ``n`` windows after window ``k0``
+shifts every later time by exactly ``n*T`` (``max(a+T, b+T) = max(a, b) + T``, by
+induction in dependency order; the checked zone covers every dependency that crosses
+``k0``) and adds ``n`` copies of one window's sums (busy, p2p wait, F&B savings).
+
+So :func:`fold` replays the schedule with ``n`` windows removed (a few hundred steps
+instead of tens of thousands), checks that zone on its own times, replays it once more
+with ``n-1`` removed, and writes ``X = X_a + n * (X_b - X_a)`` for every output (stage
+statistics, bucket releases, link times, the record count). Results equal the full
+replay's to float rounding (a few ulps of the step time per window;
+``tests/test_engine_fold.py``). A steady state that repeats only every ``c`` windows
+(stages of unequal speed) is folded ``c`` windows at a time. Anything else (times that
+vary per micro-batch, as MoE router draws; too few windows; no periodic zone within
+the transients tried; a deadlock) leaves the full replay to run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import windows
+from .records import NullRecorder, SpanRecorder
+
+MIN_STEPS = 4000  # below this the full replay (a few ms) is as cheap as folding
+SHRINK = 4  # fold only when the reduced replay has at most 1/SHRINK of the steps
+BUDGET = 0.5  # of the full replay's steps, for the reduced replays that find no zone
+# (transient windows, windows per repetition), tried in turn within that budget
+ATTEMPTS = ((2, 1), (2, 2), (2, 3), (2, 4), (8, 1), (8, 2), (8, 3), (8, 4), (32, 1), (32, 2))
+_PHASE_ARRAYS = ("fwd", "bwd", "wgrad", "fwd_ep", "bwd_ep")
+
+
+def fold(sim: Any, replay_all: Callable[[Any], None], min_steps: int | None = None) -> bool:
+    """Fill ``sim``'s results (as ``replay_all(sim)`` would) from two reduced replays;
+    False, with ``sim`` untouched, when the schedule does not fold. ``min_steps``: fold
+    only schedules with at least this many steps (default :data:`MIN_STEPS`)."""
+    inp = sim.inp
+    total = sum(len(x) for x in inp.schedule)
+    if type(sim.rec) is not NullRecorder or total < (MIN_STEPS if min_steps is None
+                                                     else min_steps):
+        return False
+    if not all(_flat(getattr(inp, a)) for a in _PHASE_ARRAYS):
+        return False
+    base = windows.shape(inp.schedule, inp.fwd.shape[2])
+    if base is None:
+        return False
+    budget = BUDGET * total
+    for transient, c in ATTEMPTS:
+        shape = windows.grouped(base, c)
+        plan = windows.layout(sim.route, inp.schedule, shape, transient)
+        if plan is None:
+            continue
+        k0, n, reach, small, bigger, hops = plan
+        size = sum(len(x) for x in small)
+        budget -= size
+        if budget < 0 or SHRINK * size > total:
+            return False
+        a = _replay(sim, replay_all, small, n * shape[0], SpanRecorder(sim.p))
+        if a is None or not _periodic_zone(a, hops, shape, k0, reach):
+            continue
+        b = _replay(sim, replay_all, bigger, (n - 1) * shape[0], NullRecorder())
+        if b is None or not _same_buckets(a, b):
+            continue
+        _extrapolate(sim, a, b, n)
+        return True
+    return False
+
+
+def _flat(a: np.ndarray | None) -> bool:
+    """Same time for every micro-batch (or absent)."""
+    return a is None or bool((a == a[..., :1]).all())
+
+
+def _replay(sim: Any, replay_all: Callable, schedule: tuple, fewer: int, rec: Any) -> Any:
+    """A fresh sim of ``schedule`` (``fewer`` micro-batches less), replayed; None if stuck."""
+    inp = sim.inp
+    m = inp.fwd.shape[2] - fewer
+    arrays = {a: getattr(inp, a)[..., :m] for a in _PHASE_ARRAYS if getattr(inp, a) is not None}
+    r = type(sim)(dataclasses.replace(inp, schedule=list(schedule), **arrays), rec)
+    replay_all(r)
+    return r if all(r.finished) else None
+
+
+def _periodic_zone(r: Any, hops: list, shape: tuple, k0: int, reach: int) -> bool:
+    """Every compute start and end and every send in windows [k0-2L, k0+2L+1] is the one a
+    window earlier plus the same T > 0 (to 64 ulps of the latest time)."""
+    _, period, start, _ = shape
+    tol = 64 * np.finfo(float).eps * max(st.pipeline_end for st in r.stats)
+    T = None
+    for s, (P, a) in enumerate(zip(period, start, strict=True)):
+        c = np.array(r.rec.compute[s])
+        lo, hi = a + (k0 - 2 * reach) * P, a + (k0 + 2 * reach + 1) * P
+        if lo < 0 or hi + P > len(c):
+            return False
+        diff = c[lo + P:hi + P] - c[lo:hi]
+        T = diff[0, 0] if T is None else T
+        if np.abs(diff - T).max() > tol:
+            return False
+        idx = np.array([i for i, (_, dst) in enumerate(hops[s])
+                        if dst is not None and dst[0] != s], dtype=int)
+        j = np.nonzero((idx >= lo) & (idx < hi))[0]
+        if len(j) == 0:
+            continue
+        per = int(((idx >= lo) & (idx < lo + P)).sum())  # sends per window
+        if per == 0 or j[-1] + per >= len(idx) or (idx[j + per] - idx[j] != P).any():
+            return False
+        t = np.array(r.rec.sends[s])
+        if np.abs(t[j + per] - t[j] - T).max() > tol:
+            return False
+    return T is not None and T > 0
+
+
+def _same_buckets(a: Any, b: Any) -> bool:
+    """Same gradient-bucket releases but for their times (none inside the windows)."""
+    return all(len(x) == len(y) and all(u[1:] == w[1:] for u, w in zip(x, y, strict=True))
+               for x, y in zip(a.dp_jobs, b.dp_jobs, strict=True))
+
+
+def _extrapolate(sim: Any, a: Any, b: Any, n: int) -> None:
+    """``sim``'s outputs as ``a + n * (b - a)``: ``b`` has one window more than ``a``."""
+    def lin(x, y):
+        return x + n * (y - x)
+
+    for st, sa, sb in zip(sim.stats, a.stats, b.stats, strict=True):
+        for f in dataclasses.fields(st):
+            setattr(st, f.name, lin(getattr(sa, f.name), getattr(sb, f.name)))
+    for s in range(sim.p):
+        sim.dp_jobs[s] = [(lin(ja[0], jb[0]), *ja[1:])
+                          for ja, jb in zip(a.dp_jobs[s], b.dp_jobs[s], strict=True)]
+        sim.link_free[s] = lin(a.link_free[s], b.link_free[s])
+        sim.finished[s] = True
+    sim.rec.count += lin(a.rec.count, b.rec.count)
