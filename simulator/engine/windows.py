@@ -14,15 +14,17 @@ Only structure here (orders, routes), no times; :mod:`.periodic` replays and che
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
-from ..schedules import is_fused
+import numpy as np
 
 MIN_WINDOWS = 16  # fewer periodic windows than this: not worth folding
 _MAX_PERIOD = 512  # steps searched for the next copy of the middle step
 _SHAPES: dict[tuple, tuple] = {}
 _LAYOUTS: dict[tuple, tuple] = {}
 _MAX_CACHED = 256  # entries; cleared when full
+_MB, _KIND = operator.itemgetter(1), operator.itemgetter(0, 2)
 
 
 def shape(schedule: list, m: int) -> tuple | None:
@@ -82,15 +84,25 @@ def _periodic(schedule: list, d: int) -> tuple | None:
         P = _next_copy(steps, d)
         if P is None:
             return None
-        same = [y[1] - x[1] == d and y[0] == x[0] and y[2] == x[2] and is_fused(y) == is_fused(x)
-                for x, y in zip(steps, steps[P:], strict=False)]
-        a, n = _longest_run(same)
+        a, n = _longest_run(_copies(steps, P, d))
         period.append(P)
         start.append(a)
         windows.append((n + P) // P)  # steps [a, a+n+P) are periodic
     if min(windows) < MIN_WINDOWS:
         return None
     return d, period, start, windows
+
+
+def _copies(steps: tuple, P: int, d: int) -> np.ndarray:
+    """Whether step ``i + P`` is step ``i`` with the micro-batch advanced by ``d`` (same
+    phase, chunk and kind), for each ``i`` (C-level maps: this reads every step)."""
+    n = len(steps) - P
+    mb = np.fromiter(map(_MB, steps), dtype=np.int64, count=len(steps))
+    kind = list(map(_KIND, steps))
+    types = list(map(type, steps))
+    same = np.fromiter(map(operator.eq, kind[P:], kind), dtype=bool, count=n)
+    same &= np.fromiter(map(operator.is_, types[P:], types), dtype=bool, count=n)
+    return same & (mb[P:] - mb[:-P] == d)
 
 
 def _next_copy(steps: tuple, d: int) -> int | None:
@@ -106,20 +118,14 @@ def _next_copy(steps: tuple, d: int) -> int | None:
     return None
 
 
-def _longest_run(flags: list[bool]) -> tuple[int, int]:
+def _longest_run(flags: np.ndarray) -> tuple[int, int]:
     """(start, length) of the longest run of True."""
-    best, at, i, n = 0, 0, 0, len(flags)
-    while i < n:
-        if flags[i]:
-            j = i
-            while j < n and flags[j]:
-                j += 1
-            if j - i > best:
-                best, at = j - i, i
-            i = j
-        else:
-            i += 1
-    return at, best
+    edges = np.diff(np.concatenate(([0], flags.astype(np.int8), [0])))
+    starts, ends = np.nonzero(edges == 1)[0], np.nonzero(edges == -1)[0]
+    if len(starts) == 0:
+        return 0, 0
+    k = int(np.argmax(ends - starts))
+    return int(starts[k]), int(ends[k] - starts[k])
 
 
 def reduced(schedule: list, shape_: tuple, k0: int, n: int) -> tuple[tuple, ...]:
