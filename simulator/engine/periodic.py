@@ -95,9 +95,9 @@ def _replay(sim: Any, replay_all: Callable, schedule: tuple, fewer: int, rec: An
 
 def _periodic_zone(r: Any, hops: list, shape: tuple, k0: int, reach: int) -> bool:
     """Every compute start and end and every send in windows [k0-2L, k0+2L+1] is the one a
-    window earlier plus the same T > 0 (to 64 ulps of the latest time)."""
+    window earlier plus the same T > 0 (to 16 ulps of the latest time: rounding)."""
     _, period, start, _ = shape
-    tol = 64 * np.finfo(float).eps * max(st.pipeline_end for st in r.stats)
+    tol = 16 * np.finfo(float).eps * max(st.pipeline_end for st in r.stats)
     T = None
     for s, (P, a) in enumerate(zip(period, start, strict=True)):
         c = np.array(r.rec.compute[s])

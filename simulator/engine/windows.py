@@ -95,13 +95,18 @@ def _periodic(schedule: list, d: int) -> tuple | None:
 
 def _copies(steps: tuple, P: int, d: int) -> np.ndarray:
     """Whether step ``i + P`` is step ``i`` with the micro-batch advanced by ``d`` (same
-    phase, chunk and kind), for each ``i`` (C-level maps: this reads every step)."""
+    phase, chunk and kind, and for a B whether a W splits it: its duration), for each
+    ``i`` (C-level maps: this reads every step)."""
     n = len(steps) - P
     mb = np.fromiter(map(_MB, steps), dtype=np.int64, count=len(steps))
     kind = list(map(_KIND, steps))
     types = list(map(type, steps))
     same = np.fromiter(map(operator.eq, kind[P:], kind), dtype=bool, count=n)
     same &= np.fromiter(map(operator.is_, types[P:], types), dtype=bool, count=n)
+    split = {(x[1], x[2]) for x in steps if x[0] == "W"}
+    if split:
+        cut = np.array([x[0] == "B" and (x[1], x[2]) in split for x in steps])
+        same &= cut[P:] == cut[:-P]
     return same & (mb[P:] - mb[:-P] == d)
 
 
