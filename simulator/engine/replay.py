@@ -28,7 +28,10 @@ Cost: O(steps) at about a microsecond each, no event queue.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import Any
+
+import numpy as np
 
 from ..schedules import is_fused
 from .periodic import fold
@@ -63,11 +66,11 @@ def replay_all(sim: Any) -> None:
 
 
 class _Data:
-    """The input's arrays as nested Python lists (same float64 values, cheap to index)."""
+    """What the steps read one by one, as Python lists (same float64 values, cheap to index):
+    the EP all-to-all times of F&B pairs and the p2p times (phase durations are gathered
+    per stage with numpy, :func:`_durations`)."""
 
     def __init__(self, inp: Any):
-        self.fwd, self.bwd = inp.fwd.tolist(), inp.bwd.tolist()
-        self.wgrad = inp.wgrad.tolist() if inp.wgrad is not None else None
         self.ep = (inp.fwd_ep.tolist(), inp.bwd_ep.tolist()) \
             if inp.fwd_ep is not None and inp.bwd_ep is not None else None
         self.p2p = [float(x) for x in inp.p2p]
@@ -86,9 +89,9 @@ class _Stage:
     def __init__(self, sim: Any, s: int, data: _Data):
         self.s, self.data = s, data
         steps = self.steps = sim.inp.schedule[s]
-        self.phases, self.split, self.fused, self.wait, self.rel, self.dst = _structure(
+        self.phases, self.split, self.fused, self.wait, self.rel, self.dst, index = _structure(
             steps, sim.route, s, sim.inp.overlap_grad_reduce)
-        self.dur = _durations(s, steps, self.split, data)
+        self.dur = _durations(s, index, sim.inp)
 
     def run(self, sim: Any, arrive: dict, waiters: dict, runnable: list) -> Iterator[tuple]:
         """Run the stage's steps; yields the key of an absent input and resumes once it
@@ -230,12 +233,14 @@ class _Stage:
 
 
 _STRUCTURES: dict[tuple[int, int, int, bool], tuple] = {}
+_CODE = {"F": 0, "B": 1, "W": 2}
+_MB, _CHUNK = itemgetter(1), itemgetter(2)
 _MAX_STRUCTURES = 4096  # stages' worth; cleared when full
 
 
 def _structure(steps, route, s: int, overlap_grad: bool) -> tuple:
-    """(phases, split, fused, wait, rel, dst) of stage s: what depends on the order and the route
-    only, not on times. Shared step lists (tuples from ``workload.shape.schedule_steps``,
+    """(phases, split, fused, wait, rel, dst, index) of stage s: what depends on the order and
+    the route only, not on times. Shared step lists (tuples from ``workload.shape.schedule_steps``,
     one route per size) are compiled once; the cache keeps the objects it was keyed on, so
     an ``id`` cannot be reused while its entry lives."""
     if not isinstance(steps, tuple):
@@ -272,20 +277,22 @@ def _compile(steps, route, s: int, overlap_grad: bool) -> tuple:
     if overlap_grad:
         for c, i in grad_done.items():
             rel[i] = c
-    return phases, split, fused, wait, rel, dst
+    index = (np.array([_CODE[ph] for ph in phases], dtype=np.int8),
+             np.fromiter(map(_CHUNK, steps), dtype=np.intp, count=len(steps)),
+             np.fromiter(map(_MB, steps), dtype=np.intp, count=len(steps)),
+             np.array([x[0] == "B" and (x[1], x[2]) in split for x in steps], dtype=bool))
+    return phases, split, fused, wait, rel, dst, index
 
 
-def _durations(s, steps, split, data) -> list[float]:
-    """Each step's seconds, as :meth:`~.core._Sim.duration`, from Python lists."""
-    fwd, bwd, wgrad = data.fwd[s], data.bwd[s], data.wgrad[s] if data.wgrad is not None else None
-    out = []
-    for phase, mb, c in steps:
-        if phase == "F":
-            out.append(fwd[c][mb])
-            continue
-        w = wgrad[c][mb] if wgrad is not None else 0.0
-        out.append(w if phase == "W" else bwd[c][mb] - (w if (mb, c) in split else 0.0))
-    return out
+def _durations(s: int, index: tuple, inp: Any) -> list[float]:
+    """Each step's seconds, as :meth:`~.core._Sim.duration` (the same float64 operations:
+    F ``fwd``, W ``wgrad``, B ``bwd - wgrad`` if a W splits it else ``bwd - 0``), gathered
+    with the compiled (phase, chunk, micro-batch) indices."""
+    code, c, mb, cut = index
+    f, b = inp.fwd[s][c, mb], inp.bwd[s][c, mb]
+    w = inp.wgrad[s][c, mb] if inp.wgrad is not None else np.zeros(len(code))
+    b = b - np.where(cut, w, 0.0)
+    return np.where(code == 0, f, np.where(code == 2, w, b)).tolist()
 
 
 def _fused_slot(s, f, b, df, db, ep, slowdown) -> float:
