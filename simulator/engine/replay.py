@@ -54,8 +54,10 @@ def replay_all(sim: Any) -> None:
     """:func:`replay` without folding: every step of every stage."""
     inp, p = sim.inp, sim.p
     data = _Data(inp)
-    arrive: dict[tuple, tuple[float, float]] = {}  # key -> (arrival, producer end)
-    waiters: dict[tuple, int] = {}
+    # an input's key is a number (:func:`_key`): its (arrival, producer end), its waiting stage
+    size = 2 * inp.fwd.shape[2] * inp.fwd.shape[1] * p
+    arrive: list[tuple[float, float] | None] = [None] * size
+    waiters = [-1] * size
     runnable = list(range(p - 1, -1, -1))
     stages = [_Stage(sim, s, data).run(sim, arrive, waiters, runnable) for s in range(p)]
     while runnable:
@@ -90,10 +92,10 @@ class _Stage:
         self.s, self.data = s, data
         steps = self.steps = sim.inp.schedule[s]
         self.phases, self.split, self.fused, self.wait, self.rel, self.dst, index = _structure(
-            steps, sim.route, s, sim.inp.overlap_grad_reduce)
+            steps, sim.route, s, sim.inp.overlap_grad_reduce, sim.inp.fwd.shape)
         self.dur = _durations(s, index, sim.inp)
 
-    def run(self, sim: Any, arrive: dict, waiters: dict, runnable: list) -> Iterator[tuple]:
+    def run(self, sim: Any, arrive: list, waiters: list, runnable: list) -> Iterator[int]:
         """Run the stage's steps; yields the key of an absent input and resumes once it
         has arrived (a generator keeps the stage's clock and sums between waits)."""
         s, steps, fused, wait, dur, rel, dsts = (self.s, self.steps, self.fused, self.wait,
@@ -113,7 +115,7 @@ class _Stage:
                 out = self._pair(sim, i, now, seen_b, arrive, waiters, runnable)
                 if out is None:
                     first = wait[i]
-                    blocked = first if first is not None and first not in arrive else wait[i + 1]
+                    blocked = first if first is not None and arrive[first] is None else wait[i + 1]
                     sim.waiting[s] = steps[i] if blocked == first else steps[i + 1]
                     yield blocked
                     continue
@@ -124,7 +126,7 @@ class _Stage:
                 continue
             key = wait[i]
             if key is not None:
-                got = arrive.get(key)
+                got = arrive[key]
                 if got is None:
                     sim.waiting[s] = steps[i]
                     yield key
@@ -161,9 +163,9 @@ class _Stage:
             busy += d
             out = dsts[i]
             if out is not None:
-                dkey, local = out
+                dkey, local, k = out
                 if local:
-                    arrive[dkey] = (now, now)
+                    arrive[k] = (now, now)
                 else:
                     t0 = now if now > link else link
                     link = t0 + p2p
@@ -175,9 +177,10 @@ class _Stage:
                     else:
                         rec.add(Record(s, "pp", "send_" + ph, t0, link, dkey[1], steps[i][2],
                                        inp.p2p_bytes, dkey[3], dkey[2]))
-                    arrive[dkey] = (now + (link - now), now)
-                waiter = waiters.pop(dkey, None)
-                if waiter is not None:
+                    arrive[k] = (now + (link - now), now)
+                waiter = waiters[k]
+                if waiter >= 0:
+                    waiters[k] = -1
                     runnable.append(waiter)
             i += 1
         st_.pp_wait, st_.busy, st_.warmup_fwd = pp_wait, busy, warm
@@ -194,7 +197,7 @@ class _Stage:
         s, st_, inp, data = self.s, sim.stats[self.s], sim.inp, self.data
         group = self.steps[i:i + 2]
         keys = self.wait[i:i + 2]
-        if any(k is not None and k not in arrive for k in keys):
+        if any(k is not None and arrive[k] is None for k in keys):
             return None
         ready = now
         for k in keys:
@@ -232,31 +235,38 @@ class _Stage:
         return now, seen_b
 
 
-_STRUCTURES: dict[tuple[int, int, int, bool], tuple] = {}
+_STRUCTURES: dict[tuple, tuple] = {}
 _CODE = {"F": 0, "B": 1, "W": 2}
 _MB, _CHUNK = itemgetter(1), itemgetter(2)
 _MAX_STRUCTURES = 4096  # stages' worth; cleared when full
 
 
-def _structure(steps, route, s: int, overlap_grad: bool) -> tuple:
+def _structure(steps, route, s: int, overlap_grad: bool, shape: tuple) -> tuple:
     """(phases, split, fused, wait, rel, dst, index) of stage s: what depends on the order and
     the route only, not on times. Shared step lists (tuples from ``workload.shape.schedule_steps``,
     one route per size) are compiled once; the cache keeps the objects it was keyed on, so
     an ``id`` cannot be reused while its entry lives."""
     if not isinstance(steps, tuple):
-        return _compile(steps, route, s, overlap_grad)
-    key = (id(steps), id(route), s, overlap_grad)
+        return _compile(steps, route, s, overlap_grad, shape)
+    key = (id(steps), id(route), s, overlap_grad, shape)
     hit = _STRUCTURES.get(key)
     if hit is not None and hit[0] is steps and hit[1] is route:
         return hit[2]
     if len(_STRUCTURES) >= _MAX_STRUCTURES:
         _STRUCTURES.clear()
-    out = _compile(steps, route, s, overlap_grad)
+    out = _compile(steps, route, s, overlap_grad, shape)
     _STRUCTURES[key] = (steps, route, out)
     return out
 
 
-def _compile(steps, route, s: int, overlap_grad: bool) -> tuple:
+def _key(ph: str, mb: int, c: int, s: int, shape: tuple) -> int:
+    """The number of the input (phase F or B, micro-batch, chunk) of stage s: an index into
+    the replay's arrival list, ``shape`` the phase arrays' (stages, chunks, micro-batches)."""
+    p, n, m = shape
+    return (((ph == "B") * m + mb) * n + c) * p + s
+
+
+def _compile(steps, route, s: int, overlap_grad: bool, shape: tuple) -> tuple:
     split = {(x[1], x[2]) for x in steps if x[0] == "W"}
     phases, fused, wait, dst = [], [], [], []
     grad_done: dict[int, int] = {}
@@ -269,8 +279,9 @@ def _compile(steps, route, s: int, overlap_grad: bool) -> tuple:
         waits, d = hop
         phases.append(ph)
         fused.append(is_fused(x))
-        wait.append((ph, mb, c, s) if waits else None)
-        dst.append(None if d is None else ((ph, mb, d[1], d[0]), d[0] == s))
+        wait.append(_key(ph, mb, c, s, shape) if waits else None)
+        dst.append(None if d is None else ((ph, mb, d[1], d[0]), d[0] == s,
+                                           _key(ph, mb, d[1], d[0], shape)))
         if ph == "W" or (ph == "B" and (mb, c) not in split):  # as core._Sim.stage: the
             grad_done[c] = i  # step completing chunk c's weight gradients
     rel = [-1] * len(steps)
@@ -306,16 +317,17 @@ def _fused_slot(s, f, b, df, db, ep, slowdown) -> float:
 
 def _send(sim, s, x, out, now, p2p, arrive, waiters, runnable) -> None:
     """As :meth:`~.core._Sim.send`: local hand-over at once, else the FIFO link."""
-    key, local = out
+    key, local, k = out
     if local:
-        arrive[key] = (now, now)
+        arrive[k] = (now, now)
     else:
         start = max(now, sim.link_free[s])
         end = start + p2p[s]
         sim.link_free[s] = end
         sim.rec.add(Record(s, "pp", "send_" + x[0], start, end, x[1], x[2],
                            sim.inp.p2p_bytes, key[3], key[2]))
-        arrive[key] = (now + (end - now), now)
-    waiter = waiters.pop(key, None)
-    if waiter is not None:
+        arrive[k] = (now + (end - now), now)
+    waiter = waiters[k]
+    if waiter >= 0:
+        waiters[k] = -1
         runnable.append(waiter)
