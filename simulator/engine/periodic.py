@@ -62,13 +62,13 @@ def fold(sim: Any, replay_all: Callable[[Any], None], min_steps: int | None = No
         plan = windows.layout(sim.route, inp.schedule, shape, transient)
         if plan is None:
             continue
-        k0, n, reach, small, bigger, hops = plan
+        k0, n, reach, small, bigger, sends = plan
         size = sum(len(x) for x in small)
         budget -= size
         if budget < 0 or SHRINK * size > total:
             return False
         a = _replay(sim, replay_all, small, n * shape[0], SpanRecorder(sim.p))
-        if a is None or not _periodic_zone(a, hops, shape, k0, reach):
+        if a is None or not _periodic_zone(a, sends, shape, k0, reach):
             continue
         b = _replay(sim, replay_all, bigger, (n - 1) * shape[0], NullRecorder())
         if b is None or not _same_buckets(a, b):
@@ -93,31 +93,31 @@ def _replay(sim: Any, replay_all: Callable, schedule: tuple, fewer: int, rec: An
     return r if all(r.finished) else None
 
 
-def _periodic_zone(r: Any, hops: list, shape: tuple, k0: int, reach: int) -> bool:
+def _periodic_zone(r: Any, sends: list, shape: tuple, k0: int, reach: int) -> bool:
     """Every compute start and end and every send in windows [k0-2L, k0+2L+1] is the one a
-    window earlier plus the same T > 0 (to 16 ulps of the latest time: rounding)."""
+    window earlier plus the same T > 0 (to 16 ulps of the latest time: rounding).
+    ``sends``: per stage, the indices of the steps that send over a link."""
     _, period, start, _ = shape
     tol = 16 * np.finfo(float).eps * max(st.pipeline_end for st in r.stats)
     T = None
     for s, (P, a) in enumerate(zip(period, start, strict=True)):
-        c = np.array(r.rec.compute[s])
         lo, hi = a + (k0 - 2 * reach) * P, a + (k0 + 2 * reach + 1) * P
-        if lo < 0 or hi + P > len(c):
+        if lo < 0 or hi + P > len(r.rec.compute[s]):
             return False
-        diff = c[lo + P:hi + P] - c[lo:hi]
+        c = np.array(r.rec.compute[s][lo:hi + P])
+        diff = c[P:] - c[:-P]
         T = diff[0, 0] if T is None else T
         if np.abs(diff - T).max() > tol:
             return False
-        idx = np.array([i for i, (_, dst) in enumerate(hops[s])
-                        if dst is not None and dst[0] != s], dtype=int)
-        j = np.nonzero((idx >= lo) & (idx < hi))[0]
-        if len(j) == 0:
+        idx = sends[s]
+        j0, j1, per = np.searchsorted(idx, (lo, hi, lo + P))
+        per -= j0  # sends per window
+        if j1 == j0:
             continue
-        per = int(((idx >= lo) & (idx < lo + P)).sum())  # sends per window
-        if per == 0 or j[-1] + per >= len(idx) or (idx[j + per] - idx[j] != P).any():
+        if per == 0 or j1 + per > len(idx) or (idx[j0 + per:j1 + per] - idx[j0:j1] != P).any():
             return False
-        t = np.array(r.rec.sends[s])
-        if np.abs(t[j + per] - t[j] - T).max() > tol:
+        t = np.array(r.rec.sends[s][j0:j1 + per])
+        if np.abs(t[per:] - t[:-per] - T).max() > tol:
             return False
     return T is not None and T > 0
 

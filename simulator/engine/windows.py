@@ -42,9 +42,9 @@ def grouped(base: tuple, c: int) -> tuple:
 
 def layout(route: Any, schedule: list, shape_: tuple, transient: int) -> tuple | None:
     """(k0, n, L, schedule without windows k0+1..k0+n, the same without n-1, the first's
-    (waits, dst) per step) with ``transient`` windows before a checked zone
-    ``[k0-2L, k0+2L+1]``, L the most windows a dependency spans; None if too few windows.
-    Cached per step lists, route and shape."""
+    indices of the steps that send over a link per stage) with ``transient`` windows
+    before a checked zone ``[k0-2L, k0+2L+1]``, L the most windows a dependency spans;
+    None if too few windows. Cached per step lists, route and shape."""
     extra = (id(route), transient, shape_[0], shape_[1][0])
     return _cached(_LAYOUTS, schedule, extra, lambda: _layout(route, schedule, shape_, transient),
                    keep=route)
@@ -207,5 +207,7 @@ def _layout(route: Any, schedule: list, shape_: tuple, transient: int) -> tuple 
         if spans < 0:
             return None
         if spans <= reach:
-            return k0, n, reach, small, reduced(schedule, shape_, k0, n - 1), hops
+            sends = [np.array([i for i, (_, to) in enumerate(h) if to is not None and to[0] != s],
+                              dtype=np.intp) for s, h in enumerate(hops)]
+            return k0, n, reach, small, reduced(schedule, shape_, k0, n - 1), sends
         reach = spans
