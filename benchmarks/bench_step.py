@@ -9,6 +9,7 @@ process, best of N after a warm-up, and writes ``reports/benchmarks.md``.
     python benchmarks/bench_step.py --engines --no-write   # + the section below
     python benchmarks/bench_step.py --engines --write-startup  # writes it (issue 16)
     python benchmarks/bench_step.py --long     # long pipelines: fold vs full replay
+    python benchmarks/bench_step.py --cases    # every validation case's replay, slowest
 
 ``--long``: the longest pipelines among the validation cases (MT-NLG 530B on 35 stages
 with 280 to 1,120 micro-batches, the 1T model on 64), CPU time of the direct replay of
@@ -175,6 +176,33 @@ def _resolve_case(workload: str, topology: str, overrides: dict):
                    c.topology_overrides)
 
 
+def cases_section(repeats: int, top: int = 8) -> str:
+    """Replay CPU time of every validation step case and shipped workload, the slowest."""
+    cases = load_cases(categories=["dense_step_time", "moe_step_time"])
+    items = [(c.id, c.spec["workload"], c.topology, c.spec["overrides"], c.topology_overrides)
+             for c in cases] + [(n, n, "dgx-h100", {}, {}) for n in SHIPPED]
+    out = []
+    for cid, wl, topo, ov, tov in items:
+        w, t = resolve(wl, topo, ov, tov)
+        inp = build_plan(w, Topology.from_config(t)).engine_input
+        _replay_cpu(inp, True)
+        fold = full = float("inf")
+        for _ in range(repeats):
+            fold = min(fold, _replay_cpu(inp, True)[0])
+            full = min(full, _replay_cpu(inp, False)[0])
+        out.append((fold, full, cid, sum(len(x) for x in inp.schedule)))
+    out.sort(reverse=True)
+    rows = [f"| {cid} | {n:,} | {full * 1e3:.1f} ms | {fold * 1e3:.1f} ms |"
+            for fold, full, cid, n in out[:top]]
+    return "\n".join([
+        f"## Replay of every validation step case and shipped workload ({len(out)}), "
+        f"the {top} slowest", "",
+        "Reproduce with `python benchmarks/bench_step.py --cases`. CPU time of the direct "
+        f"replay of one built plan, best of {repeats}; without the fold in the same run.", "",
+        "| case | steps | full replay | with the fold |", "|---|---|---|---|", *rows,
+        "", f"Slowest with the fold: {out[0][0] * 1e3:.1f} ms ({out[0][2]})."])
+
+
 def time_case(workload: str, topology: str, overrides: dict, repeats: int) -> tuple[float, int]:
     w, t = _resolve_case(workload, topology, overrides)
     simulate_resolved(w, t)  # warm-up (imports, caches)
@@ -194,11 +222,16 @@ def main() -> None:
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--engines", action="store_true", help="direct vs SimPy, every workload")
     ap.add_argument("--long", action="store_true", help="long pipelines: fold vs full replay")
+    ap.add_argument("--cases", action="store_true",
+                    help="replay of every validation step case and shipped workload")
     ap.add_argument("--write-startup", action="store_true",
                     help="write the --engines section of reports/benchmarks_startup.md")
     args = ap.parse_args()
     if args.long:
         print(long_section(args.repeats))
+        return
+    if args.cases:
+        print(cases_section(args.repeats))
         return
     if args.engines:
         text = engines_section(args.repeats)
