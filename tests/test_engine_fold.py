@@ -142,3 +142,17 @@ def test_fold_some_backwards_split(eager, monkeypatch):
     want, got, folded = _both(inp, monkeypatch)
     assert folded
     _close(want, got)
+
+
+def test_fold_remembers_what_did_not_fold(eager, monkeypatch):
+    """Times that reach no periodic zone within the attempts are not tried again."""
+    inp = _flat_input("1f1b", 5, 96, 1, seed=1)
+    inp = dataclasses.replace(inp, schedule=[tuple(x) for x in inp.schedule])  # as plans give
+    monkeypatch.setattr(periodic, "ATTEMPTS", ((0, 1),))  # no transient allowed: no zone
+    assert not periodic.fold(_Sim(inp, NullRecorder()), replay_all)
+
+    def tried(*_):
+        raise AssertionError("attempted again")
+
+    monkeypatch.setattr(periodic.windows, "layout", tried)
+    assert not periodic.fold(_Sim(inp, NullRecorder()), replay_all)

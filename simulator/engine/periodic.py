@@ -20,7 +20,9 @@ replay's to float rounding (a few ulps of the step time per window;
 ``tests/test_engine_fold.py``). A steady state that repeats only every ``c`` windows
 (stages of unequal speed) is folded ``c`` windows at a time. Anything else (times that
 vary per micro-batch, as MoE router draws; too few windows; no periodic zone within
-the transients tried; a deadlock) leaves the full replay to run.
+the transients tried; a deadlock) leaves the full replay to run. The attempts cost at most
+:data:`BUDGET` of a full replay, and their outcome is remembered per schedule and times
+(a repeated plan goes straight to what folded, or to the full replay).
 """
 
 from __future__ import annotations
@@ -36,10 +38,15 @@ from .records import NullRecorder, SpanRecorder
 
 MIN_STEPS = 4000  # below this the full replay (a few ms) is as cheap as folding
 SHRINK = 4  # fold only when the reduced replay has at most 1/SHRINK of the steps
-BUDGET = 0.5  # of the full replay's steps, for the reduced replays that find no zone
-# (transient windows, windows per repetition), tried in turn within that budget
-ATTEMPTS = ((2, 1), (2, 2), (2, 3), (2, 4), (8, 1), (8, 2), (8, 3), (8, 4), (32, 1), (32, 2))
+BUDGET = 0.5  # of the full replay's steps: the most the attempts may cost (2 per step of a
+# reduced replay: it keeps its times; cached per schedule) before the full replay runs
+# (transient, c), tried in turn: a steady state repeating every c windows (stages of unequal
+# speed: c > 1), reached after ``transient`` repetitions
+ATTEMPTS = ((2, 1), (2, 2), (2, 3), (2, 4), (8, 1), (8, 2), (8, 3), (8, 4), (32, 1), (32, 2),
+            (4, 12))
 _PHASE_ARRAYS = ("fwd", "bwd", "wgrad", "fwd_ep", "bwd_ep")
+_MEMO: dict[tuple, tuple] = {}  # schedule, route, times -> (.., the attempt that folded or -1)
+_MAX_MEMO = 1024
 
 
 def fold(sim: Any, replay_all: Callable[[Any], None], min_steps: int | None = None) -> bool:
@@ -56,17 +63,32 @@ def fold(sim: Any, replay_all: Callable[[Any], None], min_steps: int | None = No
     base = windows.shape(inp.schedule, inp.fwd.shape[2])
     if base is None:
         return False
+    key = _memo_key(sim)
+    known = _MEMO.get(key) if key is not None else None
+    if known is not None and (known[0] is not sim.route or any(
+            a is not b for a, b in zip(known[1], inp.schedule, strict=True))):
+        known = None  # an id reused by another object
+    if known is not None and known[2] < 0:
+        return False  # these times on this schedule did not fold before
+    order = list(range(len(ATTEMPTS)))
+    if known is not None:
+        order.insert(0, order.pop(known[2]))
     budget = BUDGET * total
-    for transient, c in ATTEMPTS:
+    for i in order:
+        transient, c = ATTEMPTS[i]
         shape = windows.grouped(base, c)
+        # the reduced size if dependencies span one window (L = 1; more only makes it larger)
+        least = total - (min(shape[3]) - transient - 6) * sum(shape[1])
+        if SHRINK * least > total or 2 * least > budget:
+            break
         plan = windows.layout(sim.route, inp.schedule, shape, transient)
         if plan is None:
             continue
         k0, n, reach, small, bigger, sends = plan
         size = sum(len(x) for x in small)
-        budget -= size
+        budget -= 2 * size
         if budget < 0 or SHRINK * size > total:
-            return False
+            break
         a = _replay(sim, replay_all, small, n * shape[0], SpanRecorder(sim.p))
         if a is None or not _periodic_zone(a, sends, shape, k0, reach):
             continue
@@ -74,8 +96,32 @@ def fold(sim: Any, replay_all: Callable[[Any], None], min_steps: int | None = No
         if b is None or not _same_buckets(a, b):
             continue
         _extrapolate(sim, a, b, n)
+        _remember(key, sim, i)
         return True
+    _remember(key, sim, -1)
     return False
+
+
+def _memo_key(sim: Any) -> tuple | None:
+    """What the replay's recurrence depends on: the step lists (immutable tuples, by
+    identity), the route and the times of the first micro-batch (all are alike)."""
+    inp = sim.inp
+    if not all(isinstance(x, tuple) for x in inp.schedule):
+        return None
+    times = b"".join(getattr(inp, a)[..., 0].tobytes() for a in _PHASE_ARRAYS
+                     if getattr(inp, a) is not None)
+    return (tuple(id(x) for x in inp.schedule), id(sim.route), times, inp.p2p.tobytes(),
+            inp.overlap_slowdown, inp.overlap_grad_reduce)
+
+
+def _remember(key: tuple | None, sim: Any, attempt: int) -> None:
+    """Keep the outcome, and the route and step lists it was keyed on (their ``id`` cannot
+    be reused while the entry lives)."""
+    if key is None:
+        return
+    if len(_MEMO) >= _MAX_MEMO:
+        _MEMO.clear()
+    _MEMO[key] = (sim.route, tuple(sim.inp.schedule), attempt)
 
 
 def _flat(a: np.ndarray | None) -> bool:
