@@ -134,7 +134,7 @@ def _replay(sim: Any, replay_all: Callable, schedule: tuple, fewer: int, rec: An
     inp = sim.inp
     m = inp.fwd.shape[2] - fewer
     arrays = {a: getattr(inp, a)[..., :m] for a in _PHASE_ARRAYS if getattr(inp, a) is not None}
-    r = type(sim)(dataclasses.replace(inp, schedule=list(schedule), **arrays), rec)
+    r = type(sim)(dataclasses.replace(inp, schedule=list(schedule), route=sim.route, **arrays), rec)
     replay_all(r)
     return r if all(r.finished) else None
 
@@ -158,7 +158,9 @@ def _periodic_zone(r: Any, sends: list, shape: tuple, k0: int, reach: int) -> bo
         idx = sends[s]
         j0, j1, per = np.searchsorted(idx, (lo, hi, lo + P))
         per -= j0  # sends per window
-        if j1 == j0:
+        if j1 == j0:  # none in the middle: a later send must not wait for the link's last use
+            if 0 < j1 < len(idx) and r.rec.sends[s][j1][0] != r.rec.compute[s][idx[j1]][1]:
+                return False
             continue
         if per == 0 or j1 + per > len(idx) or (idx[j0 + per:j1 + per] - idx[j0:j1] != P).any():
             return False
