@@ -25,9 +25,10 @@ needs_libyaml = pytest.mark.skipif(loader.C_LOADER is None, reason="PyYAML witho
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_shipped_documents_read_by_libyaml_as_by_pyyaml(path):
     text = path.read_text()
-    fast = _parse_c(text, str(path))
-    assert fast is not None, "a shipped document should take the fast path"
-    assert fast == _parse_python(text, str(path))  # values and the line of every field
+    expected = _parse_python(text, str(path))
+    assert parse_yaml(text, str(path)) == expected  # values and the line of every field
+    if path.parent.name != "sweeps":  # what every run reads takes the fast path
+        assert _parse_c(text, str(path)) == expected
 
 
 ODD = {
@@ -48,9 +49,11 @@ def test_less_common_constructs_read_alike(text):
 @pytest.mark.parametrize("text", [
     "a: !!int 3\n",  # a tag: libyaml and PyYAML differ on some
     "a:\n\tb: 1\n",  # a tab
+    "b: |#\n  ?: x\n",  # a comment glued to a block-scalar header: only libyaml reads it
+    "a: {b?}\n",  # a ? in a flow collection: only libyaml reads it
     "a: " + "[" * 150 + "]" * 150 + "\n",  # deeper than the fast path reads
     "a: " + "[" * 600 + "]" * 600 + "\n",  # more openers than it even composes
-], ids=["tag", "tab", "150 deep", "600 deep"])
+], ids=["tag", "tab", "glued comment", "flow ?", "150 deep", "600 deep"])
 def test_documents_left_to_pyyaml(text):
     assert _parse_c(text, "x.yaml") is None
     try:

@@ -10,15 +10,16 @@ values. No function here writes to disk.
 Two parsers build the same node tree: libyaml's (``yaml.CSafeLoader``, about ten
 times faster: most of a ``clustersim run``'s reading time) and PyYAML's own.
 The C one reads a document only when it is certainly shallow (its composer
-recurses on the C stack, which a deeply nested document would overflow) and has no
-tags or tabs (where the two parsers' readings differ); whenever it fails, the
+recurses on the C stack, which a deeply nested document would overflow) and has none
+of the constructs where the two parsers' readings differ (:func:`_c_reads_alike`: tags,
+tabs, and two malformed forms only libyaml accepts); whenever it fails, the
 pure-Python parser reads the document again, so every error message is PyYAML's,
-with the same lines. (libyaml also accepts a few documents PyYAML refuses, such as
-a comment glued to a block-scalar header ``|#``; those load.)
+with the same lines.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -51,6 +52,7 @@ C_LOADER = getattr(yaml, "CSafeLoader", None)  # None where PyYAML was built wit
 # would overflow even a small thread stack (libyaml's composer recurses in C).
 C_MAX_OPENERS = 1000
 C_MAX_DEPTH = 100  # deeper documents are read by PyYAML, which reports them as it always did
+_GLUED_COMMENT = re.compile(r"[|>][-+0-9]*#")  # a block-scalar header and a comment, no space
 SECTIONS = {Workload: ("workload", {"gpu", "tiers"}, "topology"),
             TopologyConfig: ("topology", {"model", "parallelism", "training"}, "workload")}
 
@@ -150,8 +152,7 @@ def parse_yaml(text: str, name: str) -> tuple[dict, dict[str, int]]:
 def _parse_c(text: str, name: str) -> tuple[dict, dict[str, int]] | None:
     """Data and lines from libyaml, or None: not used, or failed (for whatever reason;
     the pure-Python parser then finds and explains the problem)."""
-    if C_LOADER is None or "!" in text or "\t" in text \
-            or sum(text.count(c) for c in "[{-:?") > C_MAX_OPENERS:
+    if C_LOADER is None or not _c_reads_alike(text):
         return None
     lines: dict[str, int] = {}
     try:
@@ -170,6 +171,16 @@ def _parse_c(text: str, name: str) -> tuple[dict, dict[str, int]] | None:
     except Exception:  # any failure: PyYAML reads it again and explains
         return None
     return data, lines
+
+
+def _c_reads_alike(text: str) -> bool:
+    """Whether libyaml may read ``text``: shallow (at most C_MAX_OPENERS characters that can
+    open a collection), and none of the constructs only one of the parsers accepts or
+    where they differ: tags (``!``), tabs, a comment glued to a block-scalar header
+    (``|#``), a ``?`` inside a flow collection (``{a?}``)."""
+    return ("!" not in text and "\t" not in text and not _GLUED_COMMENT.search(text)
+            and not ("?" in text and ("[" in text or "{" in text))
+            and sum(text.count(c) for c in "[{-:?") <= C_MAX_OPENERS)
 
 
 def _parse_python(text: str, name: str) -> tuple[dict, dict[str, int]]:
