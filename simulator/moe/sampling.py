@@ -128,8 +128,9 @@ def _threshold_counts(logits: np.ndarray, tokens: int, topk: int,
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
-    z = np.exp(logits - logits.max())
-    return z / z.sum()
+    """Softmax over the last axis (one draw ``[E]`` or many ``[n, E]``)."""
+    z = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)
 
 
 def largest_remainder(weights: np.ndarray, total: int) -> np.ndarray:

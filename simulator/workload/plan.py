@@ -125,8 +125,10 @@ class _Builder:
         if plain:
             b.extend(self.dense_plain_bwd, plain, ops)
 
-    def chunk(self, s: int, c: int, mb: int, first: bool, last: bool, ops: bool):
-        """(forward, backward, W seconds) of chunk c on stage s for micro-batch mb."""
+    def chunk(self, s: int, c: int, mb: int | np.ndarray, first: bool, last: bool, ops: bool):
+        """(forward, backward, W seconds) of chunk c on stage s for micro-batch mb; an array
+        of micro-batches costs them all at once (phase totals are then arrays over them,
+        each equal to the single micro-batch's; ``ops`` must be False)."""
         w = self.w
         f, b = Phase(), Phase()
         self.ep_parts = []
@@ -164,7 +166,7 @@ class _Builder:
             f.extend(self.output[0], ops=ops)
         if first:
             b.extend(self.embed[1], ops=ops)
-        return f, b, min(wg, b.duration)
+        return f, b, np.minimum(wg, b.duration)
 
     def _mtp(self, f: Phase, b: Phase, mb: int, ops: bool) -> None:
         """Multi-token-prediction modules on the last chunk: each one more decoder layer
@@ -214,22 +216,17 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
         for c in range(V):
             first, last = bld.shape.first(s, c), bld.shape.last(s, c)
             mbs = list(all_runs[s][c])
-            for k, mb in enumerate(mbs if varies else mbs[:1]):
-                f, b, wg = bld.chunk(s, c, mb, first, last, ops=k == 0 and ops)
-                if k == 0:
-                    phases[("F", s, c)], phases[("B", s, c)] = f, b
-                # a chunk that forwards every micro-batch: a basic slice (fancy indexing is slow)
-                sl = mb if varies else slice(None) if len(mbs) == M else mbs
-                fwd[s, c, sl], bwd[s, c, sl], wgrad[s, c, sl] = f.duration, b.duration, wg
-                fwd_ep[s, c, sl], bwd_ep[s, c, sl] = f.exposed.get("ep", 0.0), \
-                    b.exposed.get("ep", 0.0)
-                weight = 1 if varies else len(mbs)
-                for part in bld.ep_parts:
-                    add_ep_breakdown(ep_totals[s], part, weight)
-                for ph in (f, b):
-                    totals[s]["compute"] += ph.compute * weight
-                    for axis in ("tp", "cp", "ep"):
-                        totals[s][axis] += ph.exposed.get(axis, 0.0) * weight
+            f, b, wg = bld.chunk(s, c, mbs[0], first, last, ops=ops)
+            phases[("F", s, c)], phases[("B", s, c)] = f, b
+            if varies:  # per micro-batch draws: every micro-batch at once (numpy over mbs)
+                sl = np.asarray(mbs)
+                f, b, wg = bld.chunk(s, c, sl, first, last, ops=False)
+            else:  # a chunk that forwards every micro-batch: a basic slice (fancy indexing is slow)
+                sl = slice(None) if len(mbs) == M else mbs
+            fwd[s, c, sl], bwd[s, c, sl], wgrad[s, c, sl] = f.duration, b.duration, wg
+            fwd_ep[s, c, sl], bwd_ep[s, c, sl] = f.exposed.get("ep", 0.0), \
+                b.exposed.get("ep", 0.0)
+            _accumulate(totals[s], ep_totals[s], f, b, bld.ep_parts, len(mbs))
     params = list(bld.shape.params)
     notes = [bld.part.note] if "even split" not in bld.part.note else []
     imbalance = {}
@@ -246,12 +243,25 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
                 ep_breakdown=ep_totals if bld.moe is not None else [])
 
 
+def _accumulate(totals: dict[str, float], ep_totals: dict[str, float], f: Phase, b: Phase,
+                parts: list[MoEPart], count: int) -> None:
+    """Add one chunk's phases for ``count`` micro-batches to a stage's totals: ``f``, ``b``
+    and the MoE ``parts`` hold one value each (the same for every micro-batch) or an
+    array over the micro-batches."""
+    def total(v) -> float:
+        return float(np.sum(v)) if np.ndim(v) else v * count
+
+    for part in parts:
+        add_ep_breakdown(ep_totals, part, 1 if np.ndim(part.duration) else count)
+    for ph in (f, b):
+        totals["compute"] += total(ph.compute)
+        for axis in ("tp", "cp", "ep"):
+            totals[axis] += total(ph.exposed.get(axis, 0.0))
+
+
 def _moe_imbalance(moe: MoECost) -> dict[str, float]:
     """Mean over every simulated (layer, micro-batch) draw of the router figures."""
-    figs = [loads.imbalance(moe.ep) for loads in moe.draws()]
-    if not figs:
-        return {}
-    mean = {k: float(np.mean([f[k] for f in figs])) for k in figs[0]}
+    mean = moe.mean_imbalance()
     return {"ep_expert_max_over_mean": mean["expert_max_over_mean"],
             "ep_rank_max_over_mean": mean["rank_max_over_mean"],
             "ep_dropped_fraction": mean["dropped_fraction"],
