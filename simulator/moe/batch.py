@@ -91,7 +91,10 @@ def inclusion_probs_rows(logits: np.ndarray, topk: int) -> np.ndarray:
 
     The same bracket doubling and Newton steps, row by row under a mask: a row
     stops where the scalar loop would ``break``, so each row equals the scalar
-    result exactly."""
+    result exactly. Identical rows are solved once (DeepSeek-V3's bias balancing
+    selects on all-zero logits in every draw)."""
+    if logits.shape[0] > 1 and (logits == logits[:1]).all():
+        return np.broadcast_to(inclusion_probs_rows(logits[:1], topk), logits.shape)
     w = np.exp(logits - logits.max(axis=1, keepdims=True))
     lo = 0.0
     hi = np.ones(w.shape[0])

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..collectives import collective_time
-from ..collectives.algorithms import alltoall_time
+from ..collectives.algorithms import alltoall_time_rows
 from ..hardware import Placement, Topology
 from ..moe.batch import LoadRows
 
@@ -74,9 +74,7 @@ class Dispatcher:
         """:func:`~simulator.collectives.alltoall_time_uneven` per row ``[n, ep] -> [n]``:
         the busiest rank's larger direction sets the time."""
         busiest = np.maximum(send.max(axis=1), recv.max(axis=1))
-        ep = self.place.size
-        return np.array([alltoall_time(b, b * ep / (ep - 1), self.place, self.topo)
-                         if b > 0 else 0.0 for b in busiest.tolist()])
+        return alltoall_time_rows(busiest, self.place, self.topo)
 
     def _allgather(self, elem: float) -> float:
         return collective_time("all_gather", self.ep * self.tokens * self.h * elem,

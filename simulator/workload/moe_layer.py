@@ -71,6 +71,10 @@ class MoEPart:
     host: float = 0.0
 
 
+PART_FIELDS = ("duration", "compute", "exposed_ep", "dispatch", "combine", "experts", "permute",
+               "router", "hidden_ep", "host_stall", "host")
+
+
 class MoECost:
     """Routed-expert cost model for one workload on one topology."""
 
@@ -162,11 +166,24 @@ class MoECost:
 
     def expert_seconds(self, kept: np.ndarray, backward: bool) -> np.ndarray:
         """Grouped-GEMM seconds per EP rank for per-expert kept assignments ``kept``
-        (``[E]`` -> ``[ep]``, or many draws ``[n, E]`` -> ``[n, ep]``).
+        (``[E]`` -> ``[ep]``, or many draws ``[n, E]`` -> ``[n, ep]``): the experts'
+        seconds (:meth:`_expert_kernels`) summed over each rank's contiguous experts."""
+        kept = np.asarray(kept)
+        lo, hi = int(kept.min()), int(kept.max())
+        if hi - lo + 1 < kept.size // 4:  # few distinct counts: cost each one once (same values)
+            per_expert = self._expert_kernels(np.arange(lo, hi + 1))[kept - lo]
+        else:
+            per_expert = self._expert_kernels(kept)
+        per_expert = per_expert * (2.0 if backward else 1.0)
+        per_rank = per_expert.reshape(*per_expert.shape[:-1], self.ep, -1)
+        return per_rank.sum(axis=-1) + self.topo.gpu.kernel_overhead_s
 
-        Each expert's GEMMs at their own shape's efficiency, one kernel per expert and
-        linear (``kernel_overhead_s``), FP8 quantisation of each expert's inputs
-        (read bf16 + write fp8 per element) under an FP8 recipe, and the activation.
+    def _expert_kernels(self, kept: np.ndarray) -> np.ndarray:
+        """Forward seconds of one expert holding ``kept`` assignments (elementwise).
+
+        Its GEMMs at their own shape's efficiency, one kernel per expert and linear
+        (``kernel_overhead_s``), FP8 quantisation of its inputs (read bf16 + write fp8 per
+        element) under an FP8 recipe, and the activation.
         """
         gpu = self.topo.gpu
         dtype = "fp8" if self.fp8 else "bf16"
@@ -182,9 +199,7 @@ class MoECost:
             if self.fp8:
                 total += mm * kk * 3.0 / bw + gpu.kernel_overhead_s
         act = n * f * 2 * (3 if self.glu else 2) / bw
-        per_expert = (total + act) * (2.0 if backward else 1.0)
-        per_rank = per_expert.reshape(*per_expert.shape[:-1], self.ep, -1)
-        return per_rank.sum(axis=-1) + gpu.kernel_overhead_s
+        return total + act
 
     @property
     def deterministic(self) -> bool:
@@ -195,13 +210,23 @@ class MoECost:
         """The MoE part of ``layer`` for micro-batch ``mb``; an array of micro-batches
         gives one part whose fields are arrays over them."""
         idx = self.table.index(layer, mb)
-        fields = self.cost_rows()[1 if backward else 0]
         if isinstance(idx, np.ndarray):
-            return MoEPart(loads=None, **{k: v[idx] for k, v in fields.items()})
+            return MoEPart(loads=None, **dict(zip(PART_FIELDS, self._stacked(backward)[:, idx],
+                                                  strict=True)))
         key = (idx, backward)
         if key not in self._cache:
+            fields = self.cost_rows()[1 if backward else 0]
             self._cache[key] = MoEPart(loads=self.table.rows.row(idx),
                                        **{k: float(v[idx]) for k, v in fields.items()})
+        return self._cache[key]
+
+    def _stacked(self, backward: bool) -> np.ndarray:
+        """The pool's part fields stacked ``[field, draw]`` in :data:`PART_FIELDS` order (one
+        gather serves a whole chunk's micro-batches)."""
+        key = ("stacked", backward)
+        if key not in self._cache:
+            fields = self.cost_rows()[1 if backward else 0]
+            self._cache[key] = np.stack([fields[k] for k in PART_FIELDS])
         return self._cache[key]
 
     def cost_rows(self, rows: LoadRows | None = None
@@ -281,10 +306,13 @@ EP_KEYS = ("dispatch", "combine", "permute", "router", "expert_gemm", "exposed",
            "host_stall")
 
 
-def add_ep_breakdown(acc: dict[str, float], part: MoEPart, weight: float = 1.0) -> None:
-    """Accumulate one MoE part into an ``ep_breakdown_s`` dict (seconds, :data:`EP_KEYS`),
-    ``weight`` times; a part over many micro-batches (array fields) adds their sum."""
-    vals = (part.dispatch, part.combine, part.permute, part.router, part.experts,
+def ep_values(part: MoEPart) -> tuple:
+    """A part's fields in :data:`EP_KEYS` order (floats, or arrays over micro-batches)."""
+    return (part.dispatch, part.combine, part.permute, part.router, part.experts,
             part.exposed_ep, part.hidden_ep, part.host_stall)
-    for k, v in zip(EP_KEYS, vals, strict=True):
-        acc[k] = acc.get(k, 0.0) + (float(np.sum(v)) if np.ndim(v) else v) * weight
+
+
+def add_ep_breakdown(acc: dict[str, float], part: MoEPart, weight: float = 1.0) -> None:
+    """Accumulate one MoE part into an ``ep_breakdown_s`` dict (seconds, :data:`EP_KEYS`)."""
+    for k, v in zip(EP_KEYS, ep_values(part), strict=True):
+        acc[k] = acc.get(k, 0.0) + v * weight

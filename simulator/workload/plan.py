@@ -27,7 +27,7 @@ from ..moe import is_moe_layer
 from .context import make_attention
 from .cost import CostContext, Phase, TimedOp, cost_ops
 from .layout import group_layout, strides
-from .moe_layer import MoECost, MoEPart, add_ep_breakdown
+from .moe_layer import EP_KEYS, MoECost, MoEPart, add_ep_breakdown, ep_values
 from .ops import backward_of, dims, embedding_forward, layer_forward, output_forward, recompute_ops
 from .params import StageParams
 from .partition import Partition
@@ -216,13 +216,18 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
         for c in range(V):
             first, last = bld.shape.first(s, c), bld.shape.last(s, c)
             mbs = list(all_runs[s][c])
-            f, b, wg = bld.chunk(s, c, mbs[0], first, last, ops=ops)
-            phases[("F", s, c)], phases[("B", s, c)] = f, b
             if varies:  # per micro-batch draws: every micro-batch at once (numpy over mbs)
                 sl = np.asarray(mbs)
+                if ops:  # op timelines of the first micro-batch
+                    phases[("F", s, c)], phases[("B", s, c)] = bld.chunk(s, c, mbs[0], first,
+                                                                         last, ops=True)[:2]
                 f, b, wg = bld.chunk(s, c, sl, first, last, ops=False)
+                if not ops:
+                    phases[("F", s, c)], phases[("B", s, c)] = _first(f), _first(b)
             else:  # a chunk that forwards every micro-batch: a basic slice (fancy indexing is slow)
                 sl = slice(None) if len(mbs) == M else mbs
+                f, b, wg = bld.chunk(s, c, mbs[0], first, last, ops=ops)
+                phases[("F", s, c)], phases[("B", s, c)] = f, b
             fwd[s, c, sl], bwd[s, c, sl], wgrad[s, c, sl] = f.duration, b.duration, wg
             fwd_ep[s, c, sl], bwd_ep[s, c, sl] = f.exposed.get("ep", 0.0), \
                 b.exposed.get("ep", 0.0)
@@ -245,18 +250,33 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
 
 def _accumulate(totals: dict[str, float], ep_totals: dict[str, float], f: Phase, b: Phase,
                 parts: list[MoEPart], count: int) -> None:
-    """Add one chunk's phases for ``count`` micro-batches to a stage's totals: ``f``, ``b``
-    and the MoE ``parts`` hold one value each (the same for every micro-batch) or an
-    array over the micro-batches."""
+    """Add one chunk's phases for ``count`` micro-batches to a stage's totals. A value is
+    the same for every micro-batch (a float, counted ``count`` times) or an array over
+    the micro-batches (summed)."""
     def total(v) -> float:
-        return float(np.sum(v)) if np.ndim(v) else v * count
+        return float(v.sum()) if isinstance(v, np.ndarray) else v * count
 
-    for part in parts:
-        add_ep_breakdown(ep_totals, part, 1 if np.ndim(part.duration) else count)
+    if parts and isinstance(parts[0].duration, np.ndarray):  # per micro-batch draws
+        sums = np.array([ep_values(p) for p in parts]).sum(axis=(0, 2)).tolist()
+        for k, v in zip(EP_KEYS, sums, strict=True):
+            ep_totals[k] = ep_totals.get(k, 0.0) + v
+    else:
+        for part in parts:
+            add_ep_breakdown(ep_totals, part, count)
     for ph in (f, b):
         totals["compute"] += total(ph.compute)
         for axis in ("tp", "cp", "ep"):
             totals[axis] += total(ph.exposed.get(axis, 0.0))
+
+
+def _first(ph: Phase) -> Phase:
+    """The first micro-batch's phase out of one costed for many (no op timeline)."""
+    def at0(v):
+        return float(v[0]) if isinstance(v, np.ndarray) else v
+
+    return Phase(duration=at0(ph.duration), compute=at0(ph.compute),
+                 exposed={k: at0(v) for k, v in ph.exposed.items()}, flops=ph.flops,
+                 model_flops=ph.model_flops)
 
 
 def _moe_imbalance(moe: MoECost) -> dict[str, float]:
