@@ -56,19 +56,26 @@ class Dispatcher:
         if self.kind == "allgather":
             return (np.full(n, self._allgather(dispatch_elem)),
                     np.full(n, self._reduce_scatter(combine_elem)))
-        share, kept = rows.rank_shares(self.ep)
         if self.kind == "flex":
+            share, kept = rows.rank_shares(self.ep)
             nvl, rdma = deepep_tokens(share, rows.topk, self.local, self.max_nodes)
             scale = self.tokens * kept * self.h
             nvl, rdma = nvl.max(axis=-1) * scale, rdma.max(axis=-1) * scale
             return self._deepep(nvl, rdma, dispatch_elem), self._deepep(nvl, rdma, combine_elem)
-        # flat: rank s sends per_src * share[r] to every r != s (moe.alltoall_matrix)
+        send, recv = self.flat_bytes(rows)
+        return (self._uneven(send * dispatch_elem, recv * dispatch_elem),
+                self._uneven(recv * combine_elem, send * combine_elem))
+
+    def flat_bytes(self, rows: LoadRows) -> tuple[np.ndarray, np.ndarray]:
+        """Elements each rank sends and receives in a flat all-to-all, ``([n, ep], [n, ep])``:
+        :func:`simulator.moe.alltoall_bytes` of every draw (rank ``s`` sends
+        ``per_src * share[r]`` to every ``r != s``)."""
+        share, kept = rows.rank_shares(self.ep)
+        n = len(rows)
         per_src = self.tokens * rows.topk * kept * float(self.h)
         mat = per_src[:, None, None] * np.broadcast_to(share[:, None, :], (n, self.ep, self.ep))
         mat[:, np.arange(self.ep), np.arange(self.ep)] = 0.0
-        send, recv = mat.sum(axis=2), mat.sum(axis=1)
-        return (self._uneven(send * dispatch_elem, recv * dispatch_elem),
-                self._uneven(recv * combine_elem, send * combine_elem))
+        return mat.sum(axis=2), mat.sum(axis=1)
 
     def _uneven(self, send: np.ndarray, recv: np.ndarray) -> np.ndarray:
         """:func:`~simulator.collectives.alltoall_time_uneven` per row ``[n, ep] -> [n]``:
