@@ -27,7 +27,9 @@ from simulator.moe.router import bias_residual, make_loads
 from simulator.moe.sampling import inclusion_probs, softmax, topk_counts, uniform_counts
 from simulator.workload import moe_draws
 from simulator.workload.moe_dispatch import deepep_tokens
+from simulator.workload.moe_layer import PART_FIELDS, add_ep_breakdown
 from simulator.workload.plan import _Builder, build_plan
+from simulator.workload.shape import microbatch_runs
 
 SMALL = {"parallelism.pipeline": 2, "parallelism.data": 4, "parallelism.tensor": 1,
          "parallelism.expert": 4, "parallelism.expert_tensor": 1, "model.num_layers": 4,
@@ -36,8 +38,15 @@ SMALL = {"parallelism.pipeline": 2, "parallelism.data": 4, "parallelism.tensor":
          "model.moe.router_skew": 1.0}
 
 
-def _builder(extra: dict | None = None, topo: str = "dgx-h100") -> _Builder:
-    w, t = resolve("mixtral-8x7b", topo, {**SMALL, **(extra or {})})
+DSV3_SMALL = {"model.num_layers": 4, "model.moe.first_k_dense": 1, "parallelism.pipeline": 2,
+              "parallelism.virtual_pipeline": None, "parallelism.pipeline_schedule": "1f1b",
+              "training.global_batch_size": 192, "model.seq_length": 1024}
+
+
+def _builder(extra: dict | None = None, topo: str = "dgx-h100",
+             workload: str = "mixtral-8x7b") -> _Builder:
+    base = SMALL if workload == "mixtral-8x7b" else DSV3_SMALL
+    w, t = resolve(workload, topo, {**base, **(extra or {})})
     return _Builder(w, Topology.from_config(t))
 
 
@@ -138,40 +147,61 @@ def test_dispatch_volumes_of_every_draw_are_the_single_draw_volumes():
     assert rows.dropped.sum() > 0  # the capacity cut is in the volumes
 
 
-def test_parts_of_many_micro_batches_are_the_single_parts():
+def test_stacked_parts_are_the_single_parts():
     moe = _builder().moe
-    mbs = np.arange(moe.w.num_microbatches)
+    table = moe.table
     for layer in (0, 3):
         for backward in (False, True):
-            many = moe.part(layer, mbs, backward)
-            for mb in mbs:
-                one = moe.part(layer, int(mb), backward)
-                assert np.array_equal(one.loads.kept_tokens, moe.route(layer, int(mb)).kept_tokens)
-                assert many.duration[mb] == one.duration and many.experts[mb] == one.experts
+            cols = moe.stacked(backward)[:, table.entry[table.layer_row[layer]]]
+            for mb in range(moe.w.num_microbatches):
+                one = moe.part(layer, mb, backward)
+                assert np.array_equal(one.loads.kept_tokens, moe.route(layer, mb).kept_tokens)
+                assert [getattr(one, k) for k in PART_FIELDS] == cols[:, mb].tolist()
 
 
-@pytest.mark.parametrize("extra", [
-    {"training.recompute": "full", "parallelism.virtual_pipeline": 2,
-     "parallelism.pipeline_schedule": "interleaved", "training.global_batch_size": 16},
-    {"parallelism.pipeline_schedule": "zb_h1"}])
-def test_plan_costs_every_micro_batch_as_the_per_micro_batch_loop(extra):
-    bld = _builder(extra)
-    plan = build_plan(bld.w, bld.topo, ops=False)
-    fwd, bwd, wgrad = plan.engine_input.fwd, plan.engine_input.bwd, plan.engine_input.wgrad
-    assert (wgrad is not None) == ("zb" in bld.w.parallelism.pipeline_schedule)
-    shape = bld.shape
-    for s in range(bld.w.parallelism.pipeline):
+@pytest.mark.parametrize("workload, extra", [
+    ("mixtral-8x7b", {"training.recompute": "full", "parallelism.virtual_pipeline": 2,
+                      "parallelism.pipeline_schedule": "interleaved",
+                      "training.global_batch_size": 16}),
+    ("mixtral-8x7b", {"parallelism.pipeline_schedule": "zb_h1"}),
+    # a dense first layer, MTP (not re-run, not in W), recompute of the MoE modules only
+    ("deepseek-v3", {"training.recompute": "selective", "training.recompute_modules": ["moe"],
+                     "parallelism.pipeline_schedule": "zb_h1"}),
+])
+def test_plan_costs_every_micro_batch_as_the_per_micro_batch_loop(workload, extra):
+    """build_plan adds the MoE parts of all chunks and micro-batches in numpy; the
+    reference costs each (stage, chunk, micro-batch) on its own and accumulates."""
+    bld = _builder(extra, workload=workload)
+    w, shape = bld.w, bld.shape
+    plan = build_plan(w, bld.topo, ops=False)
+    got = plan.engine_input
+    assert (got.wgrad is not None) == ("zb" in w.parallelism.pipeline_schedule)
+    P, M = w.parallelism.pipeline, w.num_microbatches
+    runs = microbatch_runs(shape.schedule, P, M, w.parallelism.vp)
+    totals = [dict.fromkeys(("compute", "tp", "cp", "ep"), 0.0) for _ in range(P)]
+    ep: list[dict[str, float]] = [{} for _ in range(P)]
+    for s in range(P):
         for c in range(shape.chunks):
-            for mb in range(bld.w.num_microbatches):
+            for k, mb in enumerate(runs[s][c]):
                 f, b, wg = bld.chunk(s, c, mb, shape.first(s, c), shape.last(s, c), ops=False)
-                assert fwd[s, c, mb] == pytest.approx(f.duration, rel=1e-13, abs=0)
-                assert bwd[s, c, mb] == pytest.approx(b.duration, rel=1e-13, abs=0)
-                if wgrad is not None:  # schedules that split W off the backward
-                    assert wgrad[s, c, mb] == pytest.approx(wg, rel=1e-13, abs=0)
-    with_ops = build_plan(bld.w, bld.topo, ops=True)
-    for key, ph in plan.phases.items():
-        assert ph.duration == pytest.approx(with_ops.phases[key].duration, rel=1e-13)
-    assert plan.ep_breakdown == pytest.approx(with_ops.ep_breakdown, rel=1e-12)
+                want = [(got.fwd, f.duration), (got.bwd, b.duration),
+                        (got.fwd_ep, f.exposed["ep"]), (got.bwd_ep, b.exposed["ep"])]
+                if got.wgrad is not None:  # schedules that split W off the backward
+                    want.append((got.wgrad, wg))
+                for table, value in want:
+                    assert table[s, c, mb] == pytest.approx(value, rel=1e-13, abs=0)
+                if k == 0:
+                    assert plan.phases[("B", s, c)].duration == pytest.approx(b.duration,
+                                                                              rel=1e-13)
+                for part in bld.ep_parts:
+                    add_ep_breakdown(ep[s], part)
+                for ph in (f, b):
+                    totals[s]["compute"] += ph.compute
+                    for axis in ("tp", "cp", "ep"):
+                        totals[s][axis] += ph.exposed[axis]
+    for s in range(P):
+        assert plan.totals[s] == pytest.approx(totals[s], rel=1e-12)
+        assert plan.ep_breakdown[s] == pytest.approx(ep[s], rel=1e-12)
 
 
 def test_draw_table_own_draws_then_a_stratified_shared_pool(monkeypatch):
@@ -209,3 +239,12 @@ def test_alltoall_time_rows_is_alltoall_time_per_volume():
                    for v in volumes]
             assert np.array_equal(alltoall_time_rows(volumes, place, topo), ref), (path, n)
     assert math.isfinite(float(alltoall_time_rows(np.array([1e9]), place, topo)[0]))
+
+
+@pytest.mark.parametrize("load", ["skewed", "uniform"])
+def test_moe_config_without_moe_layers_has_no_draws(load):
+    bld = _builder({"model.moe.first_k_dense": 4, "model.moe.router_load": load})
+    plan = build_plan(bld.w, bld.topo)
+    assert bld.moe.draws() == [] and bld.moe.mean_imbalance() == {}
+    assert not any(k.startswith("ep_") for k in plan.imbalance)
+    assert kept_fraction(plan) == 1.0 and np.all(plan.engine_input.fwd > 0)

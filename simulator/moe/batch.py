@@ -59,7 +59,8 @@ class LoadRows:
 
     def per_rank(self, ep: int) -> np.ndarray:
         """Kept assignments per EP rank ``[n, ep]`` (experts contiguous, E/ep per rank)."""
-        return self.kept_tokens.reshape(len(self), ep, -1).sum(axis=2)
+        n, e = self.kept_tokens.shape
+        return self.kept_tokens.reshape(n, ep, e // ep).sum(axis=2)
 
     def rank_shares(self, ep: int) -> tuple[np.ndarray, np.ndarray]:
         """:func:`~simulator.moe.alltoall.rank_shares` of every row: ``([n, ep], [n])``."""
@@ -118,11 +119,12 @@ def topk_counts_rows(logits: np.ndarray, tokens: int, topk: int,
     logits = np.asarray(logits, dtype=float)
     n, e = logits.shape
     tokens = int(tokens)
+    if n == 0:
+        return np.zeros((0, e), dtype=np.int64)
     if tokens * e > EXACT_LIMIT and topk < e:
         return _threshold_rows(logits, tokens, topk, rng)
-    if topk >= e or tokens * e > CHUNK_ELEMENTS or n == 0:  # degenerate or huge: per row
-        return np.array([topk_counts(r, tokens, topk, rng) for r in logits],
-                        dtype=np.int64).reshape(n, e)
+    if topk >= e or tokens * e > CHUNK_ELEMENTS:  # degenerate or huge: per row
+        return np.array([topk_counts(r, tokens, topk, rng) for r in logits], dtype=np.int64)
     out = np.empty((n, e), dtype=np.int64)
     per = max(1, CHUNK_ELEMENTS // (tokens * e))  # rows scored at once, bounds memory
     for start in range(0, n, per):

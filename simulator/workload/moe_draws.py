@@ -64,15 +64,14 @@ class DrawTable:
     entry: np.ndarray  # int [layers, micro-batches] -> row of ``rows``
     layer_row: dict[int, int]  # MoE layer id -> row of ``entry``
 
-    def index(self, layer: int, mb: int | np.ndarray) -> int | np.ndarray:
-        """Pool row of ``layer`` for micro-batch ``mb`` (an int or an array of them)."""
+    def index(self, layer: int, mb: int) -> int:
+        """Pool row of ``layer`` for micro-batch ``mb``."""
         if len(self.rows) == 1:  # one draw serves every pair (uniform routing)
-            return np.zeros_like(mb) if isinstance(mb, np.ndarray) else 0
+            return 0
         if layer not in self.layer_row:
             raise ValueError(f"layer {layer} is not an MoE layer of this workload "
                              f"(MoE layers: {sorted(self.layer_row)})")
-        got = self.entry[self.layer_row[layer], mb]
-        return got if isinstance(mb, np.ndarray) else int(got)
+        return int(self.entry[self.layer_row[layer], mb])
 
     def uses(self) -> np.ndarray:
         """How many (layer, micro-batch) pairs use each pool row, int ``[K]``."""

@@ -52,10 +52,7 @@ from .moe_host import BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scop
 
 @dataclass(frozen=True)
 class MoEPart:
-    """Seconds of one MoE block on the critical EP rank (beyond the layer's base ops).
-
-    A part for many micro-batches at once holds arrays (one entry per micro-batch)
-    and ``loads = None``."""
+    """Seconds of one MoE block on the critical EP rank (beyond the layer's base ops)."""
 
     duration: float
     compute: float
@@ -63,7 +60,7 @@ class MoEPart:
     dispatch: float
     combine: float
     experts: float
-    loads: RouterLoads | None
+    loads: RouterLoads
     permute: float = 0.0
     router: float = 0.0
     hidden_ep: float = 0.0
@@ -133,6 +130,8 @@ class MoECost:
         """One router draw per (MoE layer, micro-batch) of the step; uniform routing: its
         one draw. (Aggregates: :meth:`mean_imbalance`, :meth:`kept_totals`.)"""
         t = self.table
+        if t.entry.size == 0:  # no MoE layer at all (first_k_dense covers the model)
+            return []
         if len(t.rows) == 1:
             return [t.rows.row(0)]
         return [t.rows.row(int(i)) for i in t.entry.ravel()]
@@ -142,8 +141,11 @@ class MoECost:
         return self.table.rows.row(self.table.index(layer, mb))
 
     def mean_imbalance(self) -> dict[str, float]:
-        """:meth:`RouterLoads.imbalance` averaged over every (layer, micro-batch) pair."""
+        """:meth:`RouterLoads.imbalance` averaged over every (layer, micro-batch) pair
+        (empty without MoE layers)."""
         uses = self.table.uses()
+        if not uses.sum():
+            return {}
         weight = uses / uses.sum()
         return {k: float((weight * v).sum())
                 for k, v in self.table.rows.imbalance(self.ep).items()}
@@ -169,13 +171,14 @@ class MoECost:
         (``[E]`` -> ``[ep]``, or many draws ``[n, E]`` -> ``[n, ep]``): the experts'
         seconds (:meth:`_expert_kernels`) summed over each rank's contiguous experts."""
         kept = np.asarray(kept)
-        lo, hi = int(kept.min()), int(kept.max())
+        lo, hi = (int(kept.min()), int(kept.max())) if kept.size else (0, 0)
         if hi - lo + 1 < kept.size // 4:  # few distinct counts: cost each one once (same values)
             per_expert = self._expert_kernels(np.arange(lo, hi + 1))[kept - lo]
         else:
             per_expert = self._expert_kernels(kept)
         per_expert = per_expert * (2.0 if backward else 1.0)
-        per_rank = per_expert.reshape(*per_expert.shape[:-1], self.ep, -1)
+        per_rank = per_expert.reshape(*per_expert.shape[:-1], self.ep,
+                                      per_expert.shape[-1] // self.ep)
         return per_rank.sum(axis=-1) + self.topo.gpu.kernel_overhead_s
 
     def _expert_kernels(self, kept: np.ndarray) -> np.ndarray:
@@ -206,13 +209,10 @@ class MoECost:
         """Uniform routing ignores the random draw: every (layer, micro-batch) costs the same."""
         return self.moe.router_load == "uniform"
 
-    def part(self, layer: int, mb: int | np.ndarray, backward: bool) -> MoEPart:
-        """The MoE part of ``layer`` for micro-batch ``mb``; an array of micro-batches
-        gives one part whose fields are arrays over them."""
+    def part(self, layer: int, mb: int, backward: bool) -> MoEPart:
+        """The MoE part of ``layer`` for micro-batch ``mb`` (for every micro-batch at once:
+        :meth:`stacked` and :mod:`.moe_plan`)."""
         idx = self.table.index(layer, mb)
-        if isinstance(idx, np.ndarray):
-            return MoEPart(loads=None, **dict(zip(PART_FIELDS, self._stacked(backward)[:, idx],
-                                                  strict=True)))
         key = (idx, backward)
         if key not in self._cache:
             fields = self.cost_rows()[1 if backward else 0]
@@ -220,9 +220,9 @@ class MoECost:
                                        **{k: float(v[idx]) for k, v in fields.items()})
         return self._cache[key]
 
-    def _stacked(self, backward: bool) -> np.ndarray:
-        """The pool's part fields stacked ``[field, draw]`` in :data:`PART_FIELDS` order (one
-        gather serves a whole chunk's micro-batches)."""
+    def stacked(self, backward: bool) -> np.ndarray:
+        """The pool's part fields stacked ``[field, draw]`` in :data:`PART_FIELDS` order
+        (``stacked(b)[:, table.entry]``: every (layer, micro-batch) at once)."""
         key = ("stacked", backward)
         if key not in self._cache:
             fields = self.cost_rows()[1 if backward else 0]

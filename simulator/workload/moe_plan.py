@@ -1,0 +1,140 @@
+"""Routed-expert parts of every chunk and micro-batch at once (router draws that vary).
+
+With skewed or traced routing each (MoE layer, micro-batch) has its own router draw
+(:mod:`.moe_draws`), so a chunk's phases differ per micro-batch. A phase time is a sum
+of op times: the chunk's other ops (dense layers, the attention and shared expert of
+its MoE layers, embedding, output, offload waits) are the same for every micro-batch
+and are costed once (:meth:`simulator.workload.plan._Builder.chunk` in collect mode);
+the routed-expert parts (:class:`~.moe_layer.MoEPart`: dispatch, experts, combine, host
+stalls) add, per micro-batch, the sum over the chunk's MoE layers of the parts of their
+draws. For the whole plan that sum is one product: ``[chunk, layer]`` incidence times
+``[field, layer, micro-batch]`` part fields.
+
+The forward of a MoE layer adds its forward part, the backward its backward part and,
+when the layer's forward is recomputed (``recompute_modules`` moe, or full), its
+forward part again; the W step (B/W-split schedules) gets half the backward expert
+GEMMs of the decoder MoE layers (not the MTP ones), as in the per-micro-batch costing.
+Seconds throughout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .cost import Phase
+from .moe_layer import EP_KEYS, PART_FIELDS, MoECost
+
+_FIELD = {k: i for i, k in enumerate(PART_FIELDS)}
+_EP_FIELDS = [_FIELD[k] for k in ("dispatch", "combine", "permute", "router", "experts",
+                                  "exposed_ep", "hidden_ep", "host_stall")]  # EP_KEYS order
+_PHASE_FIELDS = [_FIELD[k] for k in ("duration", "compute", "exposed_ep", "experts")]
+D, C, X, E = range(4)  # positions in _PHASE_FIELDS
+
+
+@dataclass(frozen=True)
+class ChunkBase:
+    """One chunk costed without its routed-expert parts (collect mode)."""
+
+    s: int
+    c: int
+    mbs: list[int]  # micro-batches the chunk runs
+    f: Phase  # forward without the MoE parts
+    b: Phase  # backward without the MoE parts
+    wg: float  # W seconds without the experts' share
+    layers: list[tuple[int, bool, bool]]  # (MoE layer, forward re-run in backward, in W)
+
+
+def chunk_sums(moe: MoECost, chunks: list[ChunkBase]) -> tuple[np.ndarray, ...]:
+    """Per chunk and micro-batch, the duration, compute, exposed EP and expert seconds of
+    the chunk's MoE layers summed: forward, backward and re-run forward ``[chunk,
+    micro-batch, 4]``, and the W seconds ``[chunk, micro-batch]``."""
+    table = moe.table
+    row = table.layer_row
+    every = [[row[x[0]] for x in ch.layers] for ch in chunks]
+    rerun = [[row[x[0]] for x in ch.layers if x[1]] for ch in chunks]
+    counted = [[row[x[0]] for x in ch.layers if x[2]] for ch in chunks]
+    fwd = moe.stacked(False)[_PHASE_FIELDS].T[table.entry]  # [layer, micro-batch, 4]
+    bwd = moe.stacked(True)[_PHASE_FIELDS].T[table.entry]
+    mf, mb = _sums(fwd, every), _sums(bwd, every)
+    mr = mf if rerun == every else _sums(fwd, rerun)
+    mw = mb[..., E] if counted == every else _sums(bwd[..., E], counted)
+    return mf, mb, mr, mw / 2
+
+
+def _sums(g: np.ndarray, rows: list[list[int]]) -> np.ndarray:
+    """``sum(g[r] for r in rows[i])`` for each ``i`` (zero where ``rows[i]`` is empty), the
+    ``j``-th rows of every list added in one step (a chunk holds a few layers)."""
+    out = np.zeros((len(rows), *g.shape[1:]))
+    for j in range(max(map(len, rows), default=0)):
+        idx = [i for i, r in enumerate(rows) if len(r) > j]
+        out[idx] += g[[rows[i][j] for i in idx]]
+    return out
+
+
+def stage_draw_uses(moe: MoECost, chunks: list[ChunkBase], stages: int) -> np.ndarray:
+    """How often each stage's forward (and backward) uses each pool draw, ``[stage, K]``."""
+    table = moe.table
+    uses = np.zeros((stages, len(table.rows)))
+    for ch in chunks:
+        if ch.layers:
+            rows = [table.layer_row[x[0]] for x in ch.layers]
+            uses[ch.s] += np.bincount(table.entry[rows][:, ch.mbs].ravel(),
+                                      minlength=len(table.rows))
+    return uses
+
+
+def add_moe_parts(moe: MoECost, chunks: list[ChunkBase], tables: tuple[np.ndarray, ...],
+                  totals: list[dict[str, float]], ep_totals: list[dict[str, float]],
+                  phases: dict[tuple[str, int, int], Phase] | None) -> None:
+    """Fill the engine's ``(fwd, bwd, wgrad, fwd_ep, bwd_ep)`` ``[s, c, mb]`` tables, the
+    stage totals and the EP breakdown (forward and backward parts of every layer and
+    micro-batch) for ``chunks``; with ``phases``, also each chunk's first-micro-batch
+    phases (no op timelines). Numpy over chunks and micro-batches."""
+    mf, mb, mr, mw = chunk_sums(moe, chunks)
+    stage = np.array([ch.s for ch in chunks])
+    sc = (stage, np.array([ch.c for ch in chunks]))  # each (stage, chunk) once
+    runs = np.zeros(mw.shape, dtype=bool)  # [chunk, mb]: the micro-batches it runs
+    for i, ch in enumerate(chunks):
+        runs[i, ch.mbs] = True
+
+    def base(get) -> np.ndarray:
+        return np.array([get(ch) for ch in chunks])[:, None]
+
+    dur_f = base(lambda ch: ch.f.duration) + mf[..., D]
+    dur_b = base(lambda ch: ch.b.duration) + mb[..., D] + mr[..., D]
+    ep_f = base(lambda ch: ch.f.exposed.get("ep", 0.0)) + mf[..., X]
+    ep_b = base(lambda ch: ch.b.exposed.get("ep", 0.0)) + mb[..., X] + mr[..., X]
+    wg = np.minimum(base(lambda ch: ch.wg) + mw, dur_b)
+    for table, value in zip(tables, (dur_f, dur_b, wg, ep_f, ep_b), strict=True):
+        table[sc] = np.where(runs, value, 0.0)
+    per_chunk = {
+        "compute": base(lambda ch: ch.f.compute + ch.b.compute) + mf[..., C] + mb[..., C]
+        + mr[..., C],
+        "tp": base(lambda ch: ch.f.exposed.get("tp", 0.0) + ch.b.exposed.get("tp", 0.0)),
+        "cp": base(lambda ch: ch.f.exposed.get("cp", 0.0) + ch.b.exposed.get("cp", 0.0)),
+        "ep": ep_f + ep_b}
+    for axis, value in per_chunk.items():
+        chunk_total = (np.broadcast_to(value, runs.shape) * runs).sum(axis=1)
+        for s, v in zip(stage.tolist(), chunk_total.tolist(), strict=True):
+            totals[s][axis] += v
+    parts = (moe.stacked(False) + moe.stacked(True))[_EP_FIELDS]  # [key, K]
+    per_stage = stage_draw_uses(moe, chunks, len(totals)) @ parts.T  # [stage, key]
+    for s in sorted(set(stage.tolist())):
+        for k, v in zip(EP_KEYS, per_stage[s].tolist(), strict=True):
+            ep_totals[s][k] = ep_totals[s].get(k, 0.0) + v
+    if phases is not None:
+        for i, ch in enumerate(chunks):
+            first = ch.mbs[0]
+            phases[("F", ch.s, ch.c)] = _first(ch.f, mf[i, first])
+            phases[("B", ch.s, ch.c)] = _first(ch.b, mb[i, first] + mr[i, first])
+
+
+def _first(base: Phase, extra: np.ndarray) -> Phase:
+    """The first micro-batch's phase: ``base`` plus its MoE part ``extra`` (D, C, X, E)."""
+    exposed = dict(base.exposed)
+    exposed["ep"] = exposed.get("ep", 0.0) + float(extra[X])
+    return Phase(duration=base.duration + float(extra[D]),
+                 compute=base.compute + float(extra[C]), exposed=exposed, flops=base.flops,
+                 model_flops=base.model_flops)
