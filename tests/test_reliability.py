@@ -20,11 +20,12 @@ from simulator.reliability.variability import (
     expected_max_lognormal,
     expected_step,
     harmonic,
+    max_exponential,
     perturb,
     sample_steps,
 )
 
-IDEAL = {"reliability.jitter_sigma": 0.0, "reliability.jitter_sigma_fp8": 0.0,
+IDEAL = {"reliability.jitter_sigma": 0.0, "reliability.sync_noise_s": 0.0,
          "reliability.host_noise_s": 0.0, "reliability.gpu_failures_per_gpu_day": 0.0,
          "reliability.node_failures_per_node_day": 0.0,
          "reliability.link_failures_per_gpu_day": 0.0,
@@ -241,3 +242,44 @@ def test_run_variability_flag_scales_every_rate_by_the_expected_step(capsys):
     assert noisy["step_time_p50_s"] <= noisy["step_time_p99_s"]
     assert main(["run", "tiny", "-t", "dgx-h100", "--variability"]) == 0
     assert "p50 / p99" in capsys.readouterr().out
+
+
+FP8_PP1 = {"training.precision": "fp8", "parallelism.pipeline": 1, "parallelism.data": 2}
+
+
+def _barrier_case(extra: dict, noise: float = 1e-3):
+    quiet = {**IDEAL, "reliability.sync_noise_s": noise}
+    w, t = resolve("tiny", "dgx-h100", {**FP8_PP1, **extra}, quiet)
+    _, plan, run = simulate_resolved(w, t)
+    return plan.engine_input, Variability.of(w, t), run.step_time
+
+
+def test_fp8_delayed_scaling_waits_at_every_phase_barrier():
+    # One stage, two micro-batches: four phases in a row, each closed by the amax
+    # all-reduce of TP 2 x DP 2 = 4 GPUs; each waits for the last of 4 exponentials.
+    inp, v, ideal = _barrier_case({})
+    assert v.barrier_peers == 4 and inp.fwd.size + inp.bwd.size == 4
+    assert expected_step(inp, v) == pytest.approx(ideal + 4 * 1e-3 * harmonic(4), rel=1e-12)
+
+
+@pytest.mark.parametrize("extra, peers", [
+    ({"training.precision": "bf16"}, 1),
+    ({"training.fp8_recipe": "tensorwise"}, 1),
+    ({"training.fp8_recipe": "mxfp8"}, 1),
+    ({"training.tp_only_amax_red": True}, 2),
+])
+def test_only_delayed_scaling_over_the_data_parallel_group_is_a_job_wide_barrier(extra, peers):
+    inp, v, ideal = _barrier_case(extra)
+    assert v.barrier_peers == peers
+    expected = ideal + 4 * 1e-3 * harmonic(peers) if peers > 1 else ideal
+    assert expected_step(inp, v) == pytest.approx(expected, rel=1e-12)
+
+
+def test_barrier_draws_average_to_the_closed_form():
+    u = np.random.default_rng(5).random(200_000)
+    for n in (1, 16, 256):
+        assert max_exponential(2e-4, n, u).mean() == pytest.approx(2e-4 * harmonic(n), rel=1e-2)
+    inp, v, _ = _barrier_case({})
+    draws = sample_steps(inp, v, 0, 400)
+    assert draws.mean() == pytest.approx(expected_step(inp, v), rel=2e-2)
+    assert (sample_steps(inp, v, 0, 400) == draws).all()

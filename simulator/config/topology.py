@@ -104,7 +104,9 @@ class ReliabilityConfig(BaseModel):
     ideal one times a log-normal factor ``exp(jitter_sigma * Z)``; a fraction
     ``slow_node_fraction`` of nodes is persistently ``slow_node_slowdown`` slower; every node
     adds an exponential host / synchronisation delay of mean ``host_noise_s`` per step, and the
-    step waits for the slowest node. Failures (:mod:`simulator.reliability.failures`): Poisson
+    step waits for the slowest node; at every job-wide barrier inside the step (FP8 delayed
+    scaling's amax all-reduce) each GPU arrives an exponential ``sync_noise_s`` late on
+    average, and the barrier waits for the last one. Failures (:mod:`simulator.reliability.failures`): Poisson
     rates per GPU-day, node-day, link-day (one link per GPU: its NIC, cable and switch port)
     and GPU-day for software causes that stop the whole job (any rank can start one), and
     the restart time after each.
@@ -114,8 +116,8 @@ class ReliabilityConfig(BaseModel):
 
     gpus_per_node: PositiveInt | None = Field(None, le=MAX_GPUS)  # None: tiers[0].size
     jitter_sigma: Annotated[float, Field(ge=0, le=1)] = 0.0
-    jitter_sigma_fp8: Annotated[float, Field(ge=0, le=1)] | None = None  # None: jitter_sigma
     host_noise_s: NonNegative = 0.0
+    sync_noise_s: NonNegative = 0.0
     slow_node_fraction: Share = 0.0
     slow_node_slowdown: Annotated[float, Field(ge=0, le=100)] = 0.0
     gpu_failures_per_gpu_day: NonNegative = 0.0

@@ -221,6 +221,14 @@ class TrainingConfig(BaseModel):
     exp_avg_sq_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = "fp32"
     # --fp8-param-gather (NeMo: fp8_params): weights stored in FP8, no bf16 copy.
     fp8_param_gather: bool = False
+    # Megatron-Core --fp8-recipe (Megatron-Bridge: fp8 "delayed" / "cs" = tensorwise / "mx"
+    # = mxfp8). The step's costs treat every recipe alike (workload/fp8.py); the recipe
+    # decides the synchronisation: "delayed" all-reduces the amaxes over the TP x DP x CP
+    # group at every fp8_autocast exit, once per model chunk and micro-batch in the forward
+    # and again in the backward (--tp-only-amax-red: over the TP x CP group only), which
+    # makes those phases job-wide barriers (simulator/reliability/variability.py).
+    fp8_recipe: Literal["delayed", "tensorwise", "mxfp8", "blockwise"] = "delayed"
+    tp_only_amax_red: bool = False
     # Megatron's explicit recompute arguments; `recompute` above is their shorthand.
     recompute_granularity: Literal["selective", "full"] | None = None
     recompute_method: Literal["uniform", "block"] | None = None

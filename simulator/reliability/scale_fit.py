@@ -7,22 +7,24 @@ measured step grows from the smallest to the largest scale by +1 to +10 %
 (validation/analysis.md, item 2); the one-step model alone predicts 0 to +0.8 %.
 
 The growth of a group is ``E[step(largest)] / E[step(smallest)] - 1`` with the expected
-step of :func:`simulator.reliability.variability.expected_step`. Two constants are fitted,
-``reliability.jitter_sigma`` (a multiplicative, per-GPU effect) and
-``reliability.host_noise_s`` (an additive, per-node effect), by least squares on the
-growth in percentage points (``reliability.jitter_sigma_fp8`` separately for the FP8
-groups: FP8 GEMMs run at the power limit, where power management varies clocks most from
-GPU to GPU; Sinha et al. SC'22, "Not All GPUs Are Created Equal", measure several per cent
-of GPU-to-GPU variation in compute-bound kernels under power management): a grid over
-sigma (each point one engine replay per case) and, for each sigma, a fine grid over the
-host noise, which enters in closed form. Slow nodes stay at the topology's value (0 for
-these health-checked benchmark clusters).
+step of :func:`simulator.reliability.variability.expected_step`. Three constants are
+fitted by least squares on the growth in percentage points, one value for every group:
+``reliability.jitter_sigma`` (a multiplicative, per-GPU effect),
+``reliability.host_noise_s`` (an additive, per-node effect once per step) and
+``reliability.sync_noise_s`` (an additive, per-GPU effect at every in-phase barrier: the
+FP8 delayed-scaling amax all-reduce, so it only acts on the FP8 groups, and most on those
+with many short chunks). Sigma runs on a grid, each point two engine replays per case
+(the expected step, and its secant slope in a delay added to every phase, taken at a
+barrier noise of 0.1 ms: the step is piecewise linear in that delay, about the number of
+phases on the critical path, less where the delay hides communication);
+the two additive constants enter in closed form on fine grids. Slow nodes stay at the
+topology's value (0 for these health-checked benchmark clusters).
 
 Cross-validation is leave-one-group-out: each group's growth is predicted with constants
 fitted on the other groups only. Run::
 
     PYTHONPATH=$PWD python -m simulator.reliability.scale_fit            # fit + LOGO table
-    PYTHONPATH=$PWD python -m simulator.reliability.scale_fit --sigmas 0:0.05:11
+    PYTHONPATH=$PWD python -m simulator.reliability.scale_fit --sigmas 0:0.06:13
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ from ..workload.plan import build_plan
 from .variability import Variability, expected_step, harmonic
 
 SCALE_KEYS = {"parallelism.data", "training.global_batch_size"}
-SIGMAS = np.linspace(0.0, 0.05, 11)
-HOST_NOISE_S = np.linspace(0.0, 0.2, 401)
+SIGMAS = np.linspace(0.0, 0.06, 13)
+HOST_NOISE_S = np.linspace(0.0, 0.05, 201)
+SYNC_NOISE_S = np.linspace(0.0, 0.5e-3, 51)
+SLOPE_PROBE_S = 1e-4  # sync noise of the slope replay (s): the secant is exact there
 
 
 @dataclass
@@ -52,13 +56,26 @@ class Endpoint:
     inp: object  # EngineInput
     var: Variability
 
-    def replay(self, sigma: float) -> float:
-        """Expected step without the host term, s."""
-        return expected_step(self.inp, replace(self.var, sigma=sigma, host_noise_s=0.0))
+    def replay(self, sigma: float) -> tuple[float, float]:
+        """(expected step without host and barrier terms (s), its secant slope in the
+        barrier wait per phase between no wait and the probe's, in phases (0 without a
+        barrier))."""
+        v = replace(self.var, sigma=sigma, host_noise_s=0.0, sync_noise_s=0.0)
+        step = expected_step(self.inp, v)
+        if self.var.barrier_peers <= 1:
+            return step, 0.0
+        probe = expected_step(self.inp, replace(v, sync_noise_s=SLOPE_PROBE_S))
+        return step, (probe - step) / (SLOPE_PROBE_S * self.barrier_harmonic)
 
     @property
     def harmonic(self) -> float:
         return harmonic(self.var.job_nodes)
+
+    @property
+    def barrier_harmonic(self) -> float:
+        """H_n of the phase barrier's n peers (0 without a barrier)."""
+        n = self.var.barrier_peers
+        return harmonic(n) if n > 1 else 0.0
 
 
 @dataclass
@@ -108,65 +125,72 @@ def scale_groups(directory: str | None = None) -> list[Group]:
 
 
 def growth_table(groups: list[Group], sigmas: np.ndarray) -> np.ndarray:
-    """Replays: ``[group, sigma, end]`` expected step without host noise (s)."""
-    return np.array([[[g.small.replay(s), g.large.replay(s)] for s in sigmas] for g in groups])
+    """Replays: ``[group, sigma, end, (step s, critical-path phases)]``."""
+    return np.array([[[g.small.replay(s), g.large.replay(s)] for s in sigmas]
+                     for g in groups])
 
 
-def predicted(table: np.ndarray, groups: list[Group], mu: np.ndarray) -> np.ndarray:
-    """Growth ``[group, sigma, mu]`` for every sigma of the table and host noise ``mu``."""
-    hs = np.array([g.small.harmonic for g in groups])[:, None, None]
-    hl = np.array([g.large.harmonic for g in groups])[:, None, None]
-    return (table[:, :, 1:2] + mu * hl) / (table[:, :, 0:1] + mu * hs) - 1.0
+def predicted(table: np.ndarray, groups: list[Group], mu: np.ndarray, nu: np.ndarray
+              ) -> np.ndarray:
+    """Growth ``[group, sigma, mu, nu]`` for every sigma of the table, host noise ``mu``
+    and barrier noise ``nu`` (s)."""
+    def step(end: int, attr: str) -> np.ndarray:
+        h = np.array([getattr(g, attr).harmonic for g in groups])[:, None, None, None]
+        hb = np.array([getattr(g, attr).barrier_harmonic
+                       for g in groups])[:, None, None, None]
+        base = table[:, :, end, 0][:, :, None, None]
+        slope = table[:, :, end, 1][:, :, None, None]
+        return base + mu[None, None, :, None] * h + slope * hb * nu[None, None, None, :]
+    return step(1, "large") / step(0, "small") - 1.0
 
 
-def best(err2: np.ndarray, mask: np.ndarray, fp8: np.ndarray) -> tuple[int, int, int]:
-    """(bf16 sigma index, fp8 sigma index, mu index) minimising the squared growth error
-    over the ``mask`` groups; each group uses the sigma of its own precision."""
-    sse = (err2[mask & ~fp8].sum(axis=0)[:, None, :]
-           + err2[mask & fp8].sum(axis=0)[None, :, :])
-    i, f, j = np.unravel_index(int(np.argmin(sse)), sse.shape)
-    return int(i), int(f), int(j)
+def best(err2: np.ndarray, mask: np.ndarray) -> tuple[int, int, int]:
+    """(sigma, mu, nu) indices minimising the squared growth error over ``mask``."""
+    sse = err2[mask].sum(axis=0)
+    i, j, k = np.unravel_index(int(np.argmin(sse)), sse.shape)
+    return int(i), int(j), int(k)
 
 
 @dataclass(frozen=True)
 class FitResult:
     sigma: float
-    sigma_fp8: float
     host_noise_s: float
+    sync_noise_s: float
     rows: list[dict]  # per group: measured, fitted-on-all and held-out predictions (pp)
 
 
-def fit(groups: list[Group], sigmas: np.ndarray = SIGMAS, mus: np.ndarray = HOST_NOISE_S
-        ) -> FitResult:
+def fit(groups: list[Group], sigmas: np.ndarray = SIGMAS, mus: np.ndarray = HOST_NOISE_S,
+        nus: np.ndarray = SYNC_NOISE_S) -> FitResult:
     """Fit on all groups, and leave-one-group-out predictions for each."""
     table = growth_table(groups, sigmas)
-    pred = predicted(table, groups, mus)
+    pred = predicted(table, groups, mus, nus)
     meas = np.array([g.measured_growth for g in groups])
-    err2 = (pred - meas[:, None, None]) ** 2
+    err2 = (pred - meas[:, None, None, None]) ** 2
     everyone = np.ones(len(groups), bool)
-    fp8 = np.array([g.small.var.fp8 for g in groups])
-    i, f, j = best(err2, everyone, fp8)
+    i, j, k = best(err2, everyone)
     rows = []
-    for k, g in enumerate(groups):
-        ib, ifp, jk = best(err2, everyone & (np.arange(len(groups)) != k), fp8)
-        ik = ifp if fp8[k] else ib
-        own = f if fp8[k] else i
+    for n, g in enumerate(groups):
+        li, lj, lk = best(err2, everyone & (np.arange(len(groups)) != n))
         rows.append({"group": g.name, "gpus": (g.small.var.peers * g.small.inp.fwd.shape[0],
                                                  g.large.var.peers * g.large.inp.fwd.shape[0]),
-                     "measured_pp": 100 * meas[k], "model_alone_pp": 100 * pred[k, 0, 0],
-                     "fitted_pp": 100 * pred[k, own, j], "held_out_pp": 100 * pred[k, ik, jk],
-                     "held_out_sigma": float(sigmas[ik]),
-                     "held_out_host_noise_s": float(mus[jk])})
-    return FitResult(float(sigmas[i]), float(sigmas[f]), float(mus[j]), rows)
+                     "barrier": g.small.var.barrier_peers > 1,
+                     "measured_pp": 100 * meas[n], "model_alone_pp": 100 * pred[n, 0, 0, 0],
+                     "fitted_pp": 100 * pred[n, i, j, k], "held_out_pp": 100 * pred[n, li, lj, lk],
+                     "held_out_sigma": float(sigmas[li]),
+                     "held_out_host_noise_s": float(mus[lj]),
+                     "held_out_sync_noise_s": float(nus[lk])})
+    return FitResult(float(sigmas[i]), float(mus[j]), float(nus[k]), rows)
 
 
 def render(res: FitResult) -> str:
     lines = [f"fitted on all groups: jitter_sigma = {res.sigma:.4f}, "
-             f"jitter_sigma_fp8 = {res.sigma_fp8:.4f}, host_noise_s = {res.host_noise_s:.4f}",
-             "| group | GPUs | measured | one-step model | fitted | held out (LOGO) | "
-             "LOGO error |", "|---|---|---:|---:|---:|---:|---:|"]
+             f"host_noise_s = {res.host_noise_s:.5f}, sync_noise_s = {res.sync_noise_s:.6f}",
+             "",
+             "| group | GPUs | amax barrier | measured | one-step model | fitted | "
+             "held out (LOGO) | LOGO error |", "|---|---|---|---:|---:|---:|---:|---:|"]
     for r in res.rows:
         lines.append(f"| {r['group']} | {r['gpus'][0]} -> {r['gpus'][1]} | "
+                     f"{'yes' if r['barrier'] else 'no'} | "
                      f"{r['measured_pp']:+.1f} % | {r['model_alone_pp']:+.1f} % | "
                      f"{r['fitted_pp']:+.1f} % | {r['held_out_pp']:+.1f} % | "
                      f"{r['held_out_pp'] - r['measured_pp']:+.1f} pp |")
@@ -180,10 +204,12 @@ def _grid(text: str) -> np.ndarray:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sigmas", default="0:0.05:11", help="sigma grid lo:hi:n")
-    ap.add_argument("--host-noise", default="0:0.2:401", help="host noise grid lo:hi:n (s)")
+    ap.add_argument("--sigmas", default="0:0.06:13", help="sigma grid lo:hi:n")
+    ap.add_argument("--host-noise", default="0:0.05:201", help="host noise grid lo:hi:n (s)")
+    ap.add_argument("--sync-noise", default="0:0.0005:51", help="barrier noise grid lo:hi:n (s)")
     args = ap.parse_args(argv)
-    print(render(fit(scale_groups(), _grid(args.sigmas), _grid(args.host_noise))))
+    print(render(fit(scale_groups(), _grid(args.sigmas), _grid(args.host_noise),
+                     _grid(args.sync_noise))))
     return 0
 
 

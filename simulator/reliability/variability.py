@@ -21,10 +21,23 @@ Three effects, all from ``topology.reliability`` (units: fractions and seconds):
   ``fraction`` (drawn per Monte-Carlo step: a planner does not know which nodes the job
   gets); a stage whose ``k`` nodes include one slow node runs slow, which happens with
   probability ``1 - (1 - fraction)^k``.
-* **host / synchronisation noise**: each of the job's ``J`` nodes adds an exponential
-  delay of mean ``host_noise_s`` to the step; the step waits for the largest, whose
-  mean is ``host_noise_s * H_J`` (H the harmonic number; Renyi's representation of
+* **host noise**: each of the job's ``J`` nodes adds an exponential delay of mean
+  ``host_noise_s`` to the step; the step waits for the largest, whose mean is
+  ``host_noise_s * H_J`` (H the harmonic number; Renyi's representation of
   exponential order statistics).
+* **barrier noise**: some recipes put a job-wide barrier inside every phase. FP8 with
+  delayed scaling (Megatron-Core ``--fp8-recipe delayed``, its default) all-reduces the
+  amaxes of every FP8 tensor over the stage's TP x DP x CP group when a model chunk's
+  ``fp8_autocast`` exits (Megatron-Core TransformerBlock passes
+  ``get_amax_reduction_group(with_context_parallel=True)`` as TE's ``fp8_group``; TE
+  reduces at the exit of the forward and again in the backward), so each forward and
+  backward phase ends at a barrier of all ``n`` peers instead of only its TP group. Each
+  GPU reaches it an exponential ``sync_noise_s`` late on average (kernel launch queue,
+  Python, OS noise: host-side, so not proportional to the phase), and the barrier waits
+  for the last: ``sync_noise_s * H_n`` per phase. This is why FP8 jobs with many short
+  chunks (deep interleaved pipelines) grow more with scale than the same job in BF16
+  (validation/analysis.md, item 2). Current-scaling, MXFP8 and blockwise recipes, and
+  ``--tp-only-amax-red``, reduce inside the TP group or not at all.
 
 Two views of the same model: :func:`expected_step` replays the *expected* factors once
 (deterministic, used for throughput; exact for the host term, and a first-order value
@@ -63,25 +76,30 @@ class Variability:
     peers: int  # GPUs one simulated stage stands for (num_gpus / pp)
     stage_nodes: int  # nodes those peers occupy
     job_nodes: int  # nodes of the whole job
-    fp8: bool = False  # the FP8 sigma applies (kept to tell fits apart)
+    sync_noise_s: float = 0.0  # mean per-GPU arrival delay at an in-phase barrier, s
+    barrier_peers: int = 1  # GPUs meeting at every phase's barrier (1: no barrier)
 
     @property
     def zero(self) -> bool:
-        return (self.sigma == 0 and self.host_noise_s == 0
+        return (self.sigma == 0 and self.host_noise_s == 0 and self.barrier_s == 0
                 and (self.slow_fraction == 0 or self.slowdown == 0))
+
+    @property
+    def barrier_s(self) -> float:
+        """Expected wait at one phase's barrier, s: ``sync_noise_s * H_n`` (0 without one)."""
+        if self.barrier_peers <= 1 or self.sync_noise_s == 0:
+            return 0.0
+        return self.sync_noise_s * harmonic(self.barrier_peers)
 
     @classmethod
     def of(cls, w: Workload, t: TopologyConfig) -> Variability:
         r, p = t.reliability, w.parallelism
         per_node = r.gpus_per_node or t.tiers[0].size
-        sigma = r.jitter_sigma
-        if w.training.precision == "fp8" and r.jitter_sigma_fp8 is not None:
-            sigma = r.jitter_sigma_fp8
         peers = p.num_gpus // p.pipeline
-        return cls(sigma=sigma, slow_fraction=r.slow_node_fraction,
+        return cls(sigma=r.jitter_sigma, slow_fraction=r.slow_node_fraction,
                    slowdown=r.slow_node_slowdown, host_noise_s=r.host_noise_s, peers=peers,
                    stage_nodes=-(-peers // per_node), job_nodes=-(-p.num_gpus // per_node),
-                   fp8=w.training.precision == "fp8")
+                   sync_noise_s=r.sync_noise_s, barrier_peers=amax_group(w))
 
     @property
     def slow_probability(self) -> float:
@@ -96,6 +114,19 @@ def expected_max_lognormal(sigma: float, n: int) -> float:
         return 1.0
     dens = n * _PDF * np.exp((n - 1) * _LOG_PHI)
     return float(np.trapezoid(np.exp(sigma * _Z) * dens, _Z))
+
+
+def amax_group(w: Workload) -> int:
+    """GPUs that meet at the amax all-reduce closing every phase: the stage's TP x DP x CP
+    ranks (``num_gpus / pp``) for FP8 delayed scaling, TP x CP with ``tp_only_amax_red``,
+    1 (no barrier) for other precisions and recipes (Megatron-Core parallel_state
+    ``get_amax_reduction_group``)."""
+    p, tr = w.parallelism, w.training
+    if tr.precision != "fp8" or tr.fp8_recipe != "delayed":
+        return 1
+    if tr.tp_only_amax_red:
+        return p.tensor * p.context
+    return p.num_gpus // p.pipeline
 
 
 def harmonic(n: int) -> float:
@@ -114,29 +145,35 @@ def max_normal_quantile(n: int, u: np.ndarray) -> np.ndarray:
     return np.interp(u, _max_cdf(n), _Z)
 
 
-def perturb(inp: EngineInput, fwd: np.ndarray, bwd: np.ndarray, stage: np.ndarray
+def perturb(inp: EngineInput, fwd: np.ndarray, bwd: np.ndarray, stage: np.ndarray,
+            wait_f: np.ndarray | float = 0.0, wait_b: np.ndarray | float = 0.0
             ) -> EngineInput:
     """The engine input with phases scaled by ``fwd`` / ``bwd`` (shaped like the phase
-    arrays) and the optimizer by the per-stage factor ``stage``."""
-    return replace(inp, fwd=inp.fwd * fwd, bwd=inp.bwd * bwd, optimizer=inp.optimizer * stage)
+    arrays), barrier waits ``wait_f`` / ``wait_b`` (s) added to them, and the optimizer
+    scaled by the per-stage factor ``stage``."""
+    return replace(inp, fwd=inp.fwd * fwd + wait_f, bwd=inp.bwd * bwd + wait_b,
+                   optimizer=inp.optimizer * stage)
 
 
 def expected_step(inp: EngineInput, v: Variability) -> float:
     """Step time (s) with every factor at its expectation: deterministic.
 
-    Jitter: each phase scaled by E[max of N]. Slow nodes: a mixture of two replays, none
-    slow and all slow, weighted by the probability that the job has a slow node at all
-    (a slow stage paces a pipeline, so one slow node slows the whole step). Host noise:
-    its exact mean ``host_noise_s * H_J``."""
+    Jitter: each phase scaled by E[max of N]. Barrier noise: ``sync_noise_s * H_n``
+    added to each phase. Slow nodes: a mixture of two replays, none slow and all slow,
+    weighted by the probability that the job has a slow node at all (a slow stage paces
+    a pipeline, so one slow node slows the whole step). Host noise: its exact mean
+    ``host_noise_s * H_J``."""
     if v.zero:
         return run_engine(inp).step_time
     jit = expected_max_lognormal(v.sigma, v.peers)
+    wait = v.barrier_s
 
     def replay(factor: float) -> float:
         stage = np.full(inp.fwd.shape[0], factor)
         per = stage[:, None, None]
         return run_engine(perturb(inp, np.broadcast_to(per, inp.fwd.shape),
-                                  np.broadcast_to(per, inp.bwd.shape), stage)).step_time
+                                  np.broadcast_to(per, inp.bwd.shape), stage,
+                                  wait, wait)).step_time
 
     step = replay(jit)
     p_any = 1.0 - (1.0 - v.slow_fraction) ** v.job_nodes
@@ -160,10 +197,21 @@ def sample_step(inp: EngineInput, v: Variability, rng: np.random.Generator) -> f
     fwd = np.exp(v.sigma * max_normal_quantile(v.peers, u_f)) if v.sigma else np.ones_like(u_f)
     bwd = np.exp(v.sigma * max_normal_quantile(v.peers, u_b)) if v.sigma else np.ones_like(u_b)
     per = stage[:, None, None]
-    step = run_engine(perturb(inp, fwd * per, bwd * per, stage)).step_time
-    # Largest of J exponentials by inversion: F(x) = (1 - exp(-x / mu))^J.
-    host = -v.host_noise_s * math.log(-math.expm1(math.log(max(u_h, 1e-300)) / v.job_nodes))
-    return step + (host if v.host_noise_s else 0.0)
+    wait_f = wait_b = 0.0
+    if v.barrier_s:
+        wait_f = max_exponential(v.sync_noise_s, v.barrier_peers, rng.random(inp.fwd.shape))
+        wait_b = max_exponential(v.sync_noise_s, v.barrier_peers, rng.random(inp.bwd.shape))
+    step = run_engine(perturb(inp, fwd * per, bwd * per, stage, wait_f, wait_b)).step_time
+    host = float(max_exponential(v.host_noise_s, v.job_nodes, np.array(u_h)))
+    return step + host
+
+
+def max_exponential(mean: float, n: int, u: np.ndarray) -> np.ndarray:
+    """Largest of ``n`` exponentials of mean ``mean`` (s) at probabilities ``u``, by
+    inversion of its CDF ``(1 - exp(-x / mean))^n``."""
+    if mean == 0:
+        return np.zeros_like(u)
+    return -mean * np.log(-np.expm1(np.log(np.maximum(u, 1e-300)) / n))
 
 
 def sample_steps(inp: EngineInput, v: Variability, seed: int, steps: int) -> np.ndarray:
