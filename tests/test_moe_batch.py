@@ -25,6 +25,7 @@ from simulator.moe.alltoall import rank_shares
 from simulator.moe.batch import inclusion_probs_rows, make_rows, route_rows, topk_counts_rows
 from simulator.moe.router import bias_residual, make_loads
 from simulator.moe.sampling import inclusion_probs, softmax, topk_counts, uniform_counts
+from simulator.report.expert_load import expert_loads
 from simulator.workload import moe_draws
 from simulator.workload.moe_dispatch import deepep_tokens
 from simulator.workload.moe_layer import PART_FIELDS, add_ep_breakdown
@@ -248,3 +249,11 @@ def test_moe_config_without_moe_layers_has_no_draws(load):
     assert bld.moe.draws() == [] and bld.moe.mean_imbalance() == {}
     assert not any(k.startswith("ep_") for k in plan.imbalance)
     assert kept_fraction(plan) == 1.0 and np.all(plan.engine_input.fwd > 0)
+
+
+def test_expert_load_figure_shows_the_draw_the_step_uses():
+    moe = _builder().moe
+    for layer, mb in ((0, 0), (3, 2)):
+        info = expert_loads(moe.w, layer, mb)
+        assert info["tokens"] == moe.tokens * moe.ep
+        assert np.array_equal(info["loads"].expert_tokens, moe.route(layer, mb).expert_tokens)
