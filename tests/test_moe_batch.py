@@ -24,7 +24,13 @@ from simulator.moe import alltoall_bytes, rng_for
 from simulator.moe.alltoall import rank_shares
 from simulator.moe.batch import inclusion_probs_rows, make_rows, route_rows, topk_counts_rows
 from simulator.moe.router import bias_residual, make_loads
-from simulator.moe.sampling import inclusion_probs, softmax, topk_counts, uniform_counts
+from simulator.moe.sampling import (
+    inclusion_probs,
+    largest_remainder,
+    softmax,
+    topk_counts,
+    uniform_counts,
+)
 from simulator.report.expert_load import expert_loads
 from simulator.workload import moe_draws
 from simulator.workload.moe_dispatch import deepep_tokens
@@ -107,6 +113,25 @@ def test_route_rows_rows_are_single_draws(moe):
         figs = rows.imbalance(4)
         for k, v in ref.imbalance(4).items():
             assert figs[k][i] == pytest.approx(v, rel=1e-12)
+
+
+def test_route_rows_replays_recorded_layers(tmp_path):
+    path = tmp_path / "loads.csv"
+    path.write_text("layer,expert,tokens\n0,0,10\n0,1,30\n0,2,20\n0,3,40\n"
+                    "1,0,5\n1,1,5\n1,2,5\n1,3,85\n")
+    moe = MoEConfig(num_experts=4, router_topk=2, router_load="trace", router_trace=str(path),
+                    capacity_factor=1.5)
+    rows = route_rows(moe, 100, rng_for(5), 20)
+    pick = rng_for(5).integers(2, size=20)
+    table = np.array([[10, 30, 20, 40], [5, 5, 5, 85]])
+    for i in range(20):
+        recorded = table[pick[i]]
+        ref = make_loads(largest_remainder(recorded.astype(float), 200), recorded / recorded.sum(),
+                         moe, 100)
+        got = rows.row(i)
+        assert np.array_equal(got.kept_tokens, ref.kept_tokens) and got.dropped == ref.dropped
+        assert got.balance_loss == pytest.approx(ref.balance_loss, rel=1e-12)
+    assert set(pick.tolist()) == {0, 1}
 
 
 @pytest.mark.parametrize("extra", [
