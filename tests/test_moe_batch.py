@@ -231,18 +231,25 @@ def test_plan_costs_every_micro_batch_as_the_per_micro_batch_loop(workload, extr
 
 
 def test_draw_table_own_draws_then_a_stratified_shared_pool(monkeypatch):
-    moe = _builder().moe
+    moe = _builder().moe  # skewed popularity per draw (aux loss): never shared
     table = moe.table
     pairs = table.entry.size  # 4 layers x 3 micro-batches
     assert len(table.rows) == pairs and np.array_equal(table.entry.ravel(), np.arange(pairs))
-    monkeypatch.setattr(moe_draws, "POOL_ELEMENTS", 5 * 8)
-    monkeypatch.setattr(moe_draws, "MIN_POOL", 1)
-    shared = moe_draws.draw_table(moe.w, moe.tokens * moe.ep, False)
+    bias = _builder({"model.moe.balancing": "aux_free_bias"}).moe  # same selection every draw
+    monkeypatch.setattr(moe_draws, "MIN_POOL", 5)
+    monkeypatch.setattr(moe_draws, "NOISE_TOL", 1.0)
+    shared = moe_draws.draw_table(bias.w, bias.tokens * bias.ep, False)
     assert len(shared.rows) == 5
     assert sorted(shared.uses().tolist()) == [2, 2, 2, 3, 3]  # 12 pairs over 5 draws
-    again = moe_draws.draw_table(moe.w, moe.tokens * moe.ep, False)
+    again = moe_draws.draw_table(bias.w, bias.tokens * bias.ep, False)
     assert np.array_equal(again.entry, shared.entry)
     assert np.array_equal(again.rows.expert_tokens, shared.rows.expert_tokens)
+    monkeypatch.setattr(moe_draws, "NOISE_TOL", 0.05)  # cv^2 = 7/8 * 8 / (4096 * 2) = 7/8192
+    assert moe_draws.pool_size(bias.moe, 4096, 10_000) == 5  # cv^2 / tol^2 = 0.34 -> MIN_POOL
+    monkeypatch.setattr(moe_draws, "NOISE_TOL", 0.002)
+    assert moe_draws.pool_size(bias.moe, 4096, 10_000) == 214  # 7/8192 / 0.002^2 = 213.6
+    assert moe_draws.pool_size(bias.moe, 4096, 100) == 100  # fewer pairs than that: own draws
+    assert moe_draws.pool_size(moe.moe, 4096, 10_000) == 10_000
     uniform = _builder({"model.moe.router_load": "uniform"}).moe
     assert len(uniform.table.rows) == 1 and len(uniform.draws()) == 1
 

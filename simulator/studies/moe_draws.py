@@ -1,11 +1,12 @@
-"""How much sharing router draws moves a step: the shipped pool against own draws per pair.
+"""How much sharing router draws moves a step: the shipped rule against own draws per pair.
 
-A step with more (MoE layer, micro-batch) pairs than ``pool_size(E)`` shares a pool of
-draws (:mod:`simulator.workload.moe_draws`); DeepSeek-V3 on its shipped plan shares
-128 draws among 59 x 128 pairs. This study simulates each skewed shipped MoE workload
-for several seeds twice, with the shipped rule and with every pair its own draw, and
-compares the step times with each other and with the seed-to-seed spread of own draws
-(the noise any resampling of the router has). Writes ``reports/moe_draws.md``.
+Where every router draw selects experts with the same probabilities, the (MoE layer,
+micro-batch) pairs of a step share a pool of draws (:mod:`simulator.workload.moe_draws`);
+DeepSeek-V3 on its shipped plan shares 64 draws among 59 x 128 pairs. This study
+simulates each skewed shipped MoE workload for several seeds twice, with the shipped
+rule and with every pair its own draw, and compares the step times with each other
+and with the seed-to-seed spread of own draws (the noise any resampling of the router
+has). Writes ``reports/moe_draws.md``.
 
     python -m simulator.studies.moe_draws
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from ..api import resolve, simulate
+from ..api import plan, resolve, simulate
 from ..io import atomic_write_text
 from ..workload import moe_draws
 
@@ -26,19 +27,19 @@ OUT = Path(__file__).resolve().parents[2] / "reports" / "moe_draws.md"
 
 def step_times(workload: str, own_draws: bool) -> list[float]:
     """Step time (s) per seed; ``own_draws``: every (layer, micro-batch) its own draw."""
-    saved = moe_draws.POOL_ELEMENTS
-    if own_draws:  # a budget no step reaches: no sharing
-        moe_draws.POOL_ELEMENTS = 1 << 62
+    saved = moe_draws.MIN_POOL
+    if own_draws:  # a pool no step fills: every pair its own draw
+        moe_draws.MIN_POOL = 1 << 62
     try:
         return [simulate(workload, "dgx-h100", seed=s).step_time_s for s in SEEDS]
     finally:
-        moe_draws.POOL_ELEMENTS = saved
+        moe_draws.MIN_POOL = saved
 
 
 def row(workload: str) -> tuple[str, float]:
     w, _ = resolve(workload, "dgx-h100")
     pairs = len(moe_draws.moe_layers(w)) * w.num_microbatches
-    pool = min(pairs, moe_draws.pool_size(w.model.moe.num_experts))
+    pool = len(plan(workload, "dgx-h100").moe.table.rows)
     own, shipped = step_times(workload, True), step_times(workload, False)
     diff = max(abs(a / b - 1) for a, b in zip(shipped, own, strict=True))
     spread = (max(own) - min(own)) / statistics.mean(own)
@@ -54,9 +55,10 @@ def report() -> str:
         "# MoE router draws: shared pool against own draws", "",
         "Regenerate with `python -m simulator.studies.moe_draws`. Each workload on dgx-h100, "
         f"seeds {SEEDS.start}-{SEEDS.stop - 1}: the step time with the shipped draw rule "
-        "(`workload/moe_draws.py`: every (MoE layer, micro-batch) pair its own draw up to "
-        "`max(64, 32768 // E)` pairs, else a stratified shared pool of that many) against "
-        "every pair its own draw.", "",
+        "(`workload/moe_draws.py`: every (MoE layer, micro-batch) pair its own draw, except "
+        "where every draw selects experts with the same probabilities, DeepSeek-V3's bias "
+        "balancing: a stratified shared pool sized so its mean count per expert is known to "
+        "0.2 %, at least 64 draws) against every pair its own draw.", "",
         "| workload | experts E | (layer, micro-batch) pairs | draws drawn (shipped) "
         "| step, own draws (s, mean) | seed-to-seed spread, own draws (max-min)/mean "
         "| largest shipped vs own, same seed |",

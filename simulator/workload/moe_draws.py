@@ -2,53 +2,67 @@
 
 Every MoE layer of a workload has the same shape (experts, top-k, tokens per
 micro-batch, capacity, balancing), so all its router loads come from one
-distribution. A step draws a *pool* of ``K`` independent loads from it in one
-batch (:func:`simulator.moe.batch.route_rows`) and gives each (layer,
-micro-batch) pair one of them:
+distribution. A step draws its loads in one batch
+(:func:`simulator.moe.batch.route_rows`) and gives each (layer, micro-batch)
+pair one of them:
 
-* a step with at most ``pool_size(E)`` pairs gives each pair its own draw, in
-  (layer, micro-batch) order (Mixtral 8x7B: 32 layers x 32 micro-batches, all
-  1,024 distinct);
-* a larger step shares: ``K = pool_size(E) = max(MIN_POOL, POOL_ELEMENTS // E)``
-  draws, and the pairs take them in a seeded random order, each draw used
-  ``floor(pairs / K)`` times or once more (stratified: the mean over the step
-  is exactly the pool's mean). DeepSeek-V3 on its shipped plan (59 MoE layers
-  incl. MTP x 128 micro-batches, 256 experts): 128 draws, each used 59 times.
+* by default each pair gets its own draw, in (layer, micro-batch) order
+  (Mixtral 8x7B: 32 layers x 32 micro-batches, 1,024 draws);
+* pairs *share* a pool of ``K`` draws where the draws are exchangeable samples
+  of one distribution whose only spread is sampling noise: every draw selects
+  experts with the same probabilities (DeepSeek-V3's bias balancing in steady
+  state; a router with zero skew). An expert's count then has relative standard
+  deviation ``cv = sqrt((1 - 1/E) * E / (T * k))`` (multinomial, ``T`` tokens
+  routed, top-``k``, ``E`` experts), and the pool's mean count is known to
+  ``cv / sqrt(K)``. ``K = max(MIN_POOL, (cv / NOISE_TOL)^2)``, and the pairs
+  take the draws in a seeded random order, each used ``floor(pairs / K)``
+  times or once more (stratified: the step's mean is exactly the pool's).
+  DeepSeek-V3 on its shipped plan (131,072 tokens, top-8 of 256: ``cv`` 1.6 %;
+  59 MoE layers incl. MTP x 128 micro-batches): 64 draws, each used 118 times.
 
-Sharing approximates fully independent draws; its error is the pool's sampling
-error: the mean cost of a draw is known to ``sd / sqrt(K)``, where ``sd`` is the
-spread of one draw's cost (for DeepSeek-V3 a few tenths of a percent of the MoE
-part, the slowest of 64 EP ranks). Measured (``python -m
-simulator.studies.moe_draws``, reports/moe_draws.md): DeepSeek-V3's step moves
-by at most 0.012 % against own draws per pair (seeds move it by 0.004 %). Few
-experts make a draw's cost spread wide (Mixtral: seeds move a step by 0.2 %) but
-cheap, so such steps get their own draws up to 4,096 pairs. The budget
-``POOL_ELEMENTS`` bounds the work per step at about 32k expert counts, whatever
-the number of layers and micro-batches.
+Why not share draws whose popularity differs per draw (a skewed router with the
+auxiliary loss, recorded layers): their cost spreads widely (Mixtral: a new seed
+moves a step by 0.2 %), and a shared pool reuses a heavy draw within a stage;
+measured on Mixtral 8x22B, sharing 2,048 draws among 3,584 pairs moved the step
+by up to 0.4 %. Such draws have few experts and are cheap, so they are never
+shared. For DeepSeek-V3 sharing moves the step by about 0.01 % against own
+draws per pair (``python -m simulator.studies.moe_draws``, reports/moe_draws.md).
 
 Uniform routing is deterministic: one draw serves every pair.
-Streams: the pool from ``rng_for(seed, POOL_KEY)``, the order of the pairs from
+Streams: the draws from ``rng_for(seed, POOL_KEY)``, the order of the pairs from
 ``rng_for(seed, POOL_KEY, 1)`` (:func:`simulator.moe.rng_for`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..config.workload import Workload
-from ..moe import is_moe_layer, rng_for
+from ..config.workload import MoEConfig, Workload
+from ..moe import effective_skew, is_moe_layer, rng_for
 from ..moe.batch import LoadRows, route_rows
 
-POOL_ELEMENTS = 1 << 15  # expert counts drawn per step at most (pool size x experts)
-MIN_POOL = 64  # draws in a shared pool at the least, however many experts
+NOISE_TOL = 0.002  # a shared pool's mean count per expert to 0.2 % (relative sd)
+MIN_POOL = 64  # draws in a shared pool at the least
 POOL_KEY = 16  # spawn key of the router-draw streams (any fixed integer)
 
 
-def pool_size(num_experts: int) -> int:
-    """Draws a step shares when it has more (layer, micro-batch) pairs than this."""
-    return max(MIN_POOL, POOL_ELEMENTS // max(1, int(num_experts)))
+def same_selection(moe: MoEConfig) -> bool:
+    """Whether every draw selects experts with the same probabilities (steady state)."""
+    return moe.router_load == "skewed" and (moe.balancing == "aux_free_bias"
+                                            or effective_skew(moe) == 0.0)
+
+
+def pool_size(moe: MoEConfig, tokens: int, pairs: int) -> int:
+    """How many draws ``pairs`` (layer, micro-batch) pairs of ``tokens`` tokens each use
+    (``pairs``: every pair its own draw; fewer: a shared pool, module docs)."""
+    if not same_selection(moe):
+        return pairs
+    e = moe.num_experts
+    cv2 = (1.0 - 1.0 / e) * e / max(1, tokens * moe.router_topk)
+    return min(pairs, max(MIN_POOL, math.ceil(cv2 / NOISE_TOL**2)))
 
 
 def moe_layers(w: Workload) -> list[int]:
@@ -88,12 +102,12 @@ def draw_table(w: Workload, tokens: int, deterministic: bool) -> DrawTable:
     shape = (len(layers), w.num_microbatches)
     pairs = shape[0] * shape[1]
     rng = rng_for(w.training.seed, POOL_KEY)
+    k = 1 if deterministic else pool_size(moe, tokens, pairs)
     if deterministic:
-        k, entry = 1, np.zeros(shape, dtype=np.int64)
-    elif pairs <= pool_size(moe.num_experts):
-        k, entry = pairs, np.arange(pairs, dtype=np.int64).reshape(shape)
+        entry = np.zeros(shape, dtype=np.int64)
+    elif k == pairs:
+        entry = np.arange(pairs, dtype=np.int64).reshape(shape)
     else:
-        k = pool_size(moe.num_experts)
         order = rng_for(w.training.seed, POOL_KEY, 1).permutation(pairs)
         entry = (order % k).reshape(shape)
     rows = route_rows(moe, tokens, rng, k)
