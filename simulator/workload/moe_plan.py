@@ -55,11 +55,13 @@ def chunk_sums(moe: MoECost, chunks: list[ChunkBase]) -> tuple[np.ndarray, ...]:
     every = [[row[x[0]] for x in ch.layers] for ch in chunks]
     rerun = [[row[x[0]] for x in ch.layers if x[1]] for ch in chunks]
     counted = [[row[x[0]] for x in ch.layers if x[2]] for ch in chunks]
-    fwd = moe.stacked(False)[_PHASE_FIELDS].T[table.entry]  # [layer, micro-batch, 4]
-    bwd = moe.stacked(True)[_PHASE_FIELDS].T[table.entry]
-    mf, mb = _sums(fwd, every), _sums(bwd, every)
-    mr = mf if rerun == every else _sums(fwd, rerun)
-    mw = mb[..., E] if counted == every else _sums(bwd[..., E], counted)
+    per_draw = np.concatenate([moe.stacked(False)[_PHASE_FIELDS],
+                               moe.stacked(True)[_PHASE_FIELDS]]).T.copy()  # [K, fwd 4 + bwd 4]
+    parts = per_draw[table.entry]  # [layer, micro-batch, 8]
+    both = _sums(parts, every)
+    mf, mb = both[..., :4], both[..., 4:]
+    mr = mf if rerun == every else _sums(parts[..., :4], rerun)
+    mw = mb[..., E] if counted == every else _sums(parts[..., 4 + E], counted)
     return mf, mb, mr, mw / 2
 
 
@@ -73,16 +75,20 @@ def _sums(g: np.ndarray, rows: list[list[int]]) -> np.ndarray:
     return out
 
 
-def stage_draw_uses(moe: MoECost, chunks: list[ChunkBase], stages: int) -> np.ndarray:
-    """How often each stage's forward (and backward) uses each pool draw, ``[stage, K]``."""
+def stage_draw_uses(moe: MoECost, chunks: list[ChunkBase], runs: np.ndarray,
+                    stages: int) -> np.ndarray:
+    """How often each stage's forward (and backward) uses each pool draw, ``[stage, K]``:
+    one count per (MoE layer, micro-batch) the stage runs (``runs[chunk, mb]``)."""
     table = moe.table
-    uses = np.zeros((stages, len(table.rows)))
-    for ch in chunks:
-        if ch.layers:
-            rows = [table.layer_row[x[0]] for x in ch.layers]
-            uses[ch.s] += np.bincount(table.entry[rows][:, ch.mbs].ravel(),
-                                      minlength=len(table.rows))
-    return uses
+    k = len(table.rows)
+    stage_of = np.zeros(table.entry.shape[0], dtype=np.int64)  # each layer sits in one chunk
+    layer_runs = np.zeros(table.entry.shape, dtype=bool)
+    for i, ch in enumerate(chunks):
+        rows = [table.layer_row[x[0]] for x in ch.layers]
+        stage_of[rows] = ch.s
+        layer_runs[rows] = runs[i]
+    keys = (stage_of[:, None] * k + table.entry)[layer_runs]
+    return np.bincount(keys, minlength=stages * k).reshape(stages, k).astype(float)
 
 
 def add_moe_parts(moe: MoECost, chunks: list[ChunkBase], tables: tuple[np.ndarray, ...],
@@ -97,7 +103,7 @@ def add_moe_parts(moe: MoECost, chunks: list[ChunkBase], tables: tuple[np.ndarra
     sc = (stage, np.array([ch.c for ch in chunks]))  # each (stage, chunk) once
     runs = np.zeros(mw.shape, dtype=bool)  # [chunk, mb]: the micro-batches it runs
     for i, ch in enumerate(chunks):
-        runs[i, ch.mbs] = True
+        runs[i, slice(None) if len(ch.mbs) == runs.shape[1] else ch.mbs] = True
 
     def base(get) -> np.ndarray:
         return np.array([get(ch) for ch in chunks])[:, None]
@@ -120,7 +126,7 @@ def add_moe_parts(moe: MoECost, chunks: list[ChunkBase], tables: tuple[np.ndarra
         for s, v in zip(stage.tolist(), chunk_total.tolist(), strict=True):
             totals[s][axis] += v
     parts = (moe.stacked(False) + moe.stacked(True))[_EP_FIELDS]  # [key, K]
-    per_stage = stage_draw_uses(moe, chunks, len(totals)) @ parts.T  # [stage, key]
+    per_stage = stage_draw_uses(moe, chunks, runs, len(totals)) @ parts.T  # [stage, key]
     for s in sorted(set(stage.tolist())):
         for k, v in zip(EP_KEYS, per_stage[s].tolist(), strict=True):
             ep_totals[s][k] = ep_totals[s].get(k, 0.0) + v
