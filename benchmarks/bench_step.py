@@ -9,6 +9,14 @@ process, best of N after a warm-up, and writes ``reports/benchmarks.md``.
     python benchmarks/bench_step.py --engines --no-write   # + the section below
     python benchmarks/bench_step.py --engines --write-startup  # writes it (issue 16)
     python benchmarks/bench_step.py --moe      # MoE workloads beside the dense 405B, print only
+    python benchmarks/bench_step.py --long     # long pipelines: fold vs full replay
+    python benchmarks/bench_step.py --cases    # every validation case's replay, slowest
+
+``--long``: the longest pipelines among the validation cases (MT-NLG 530B on 35 stages
+with 280 to 1,120 micro-batches, the 1T model on 64), CPU time of the direct replay of
+one built plan with the long-pipeline fold (:mod:`simulator.engine.periodic`, the
+default) and without it (every step replayed), interleaved in one run, and their largest
+difference relative to the step time.
 
 ``--engines``: every shipped workload in process, CPU time of
 ``simulate_resolved`` (direct replay, the default path) and of the same step
@@ -30,11 +38,13 @@ import time
 from pathlib import Path
 
 from simulator.api import resolve, simulate_resolved
-from simulator.engine import NullRecorder, run_engine
+from simulator.engine import NullRecorder, core, run_engine
+from simulator.engine.replay import replay_all
 from simulator.hardware import Topology
 from simulator.io import atomic_write_text
 from simulator.memory import estimate_memory
 from simulator.metrics import summarize
+from simulator.validation.cases import load_cases
 from simulator.workload.plan import build_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -47,9 +57,12 @@ CASES = [
     ("llama3-70b", "dgx-h100", {}),
     ("mixtral-8x7b", "dgx-h100", {}),
     ("deepseek-v3", "dgx-h100", {}),
+    ("narayanan2021-t2-530b-560g", "", {}),  # a validation case: MT-NLG 530B, PP35, 1,120 mbs
 ]
 OUT = Path(__file__).resolve().parents[1] / "reports" / "benchmarks.md"
 STARTUP = OUT.parent / "benchmarks_startup.md"
+LONG = ["narayanan2021-t2-530b-560g", "narayanan2021-t2-530b-1120g", "narayanan2021-t2-530b-2240g",
+        "narayanan2021-t1-1008b"]  # validation case ids: 1F1B, PP35 / PP64, 280-1,120 mbs
 SHIPPED = ["llama3-8b", "llama3-70b", "llama3-405b", "llama3-405b-long-context", "gpt3-175b",
            "mixtral-8x7b", "mixtral-8x22b", "deepseek-v3"]
 
@@ -135,8 +148,87 @@ def moe_lines(repeats: int) -> list[str]:
     return lines
 
 
+def _replay_cpu(inp, fold: bool) -> tuple[float, float]:
+    """(CPU seconds, step time) of one direct replay, with or without the fold."""
+    saved = core.replay
+    if not fold:
+        core.replay = replay_all
+    try:
+        t0 = time.process_time()
+        step = run_engine(inp, NullRecorder()).step_time
+        return time.process_time() - t0, step
+    finally:
+        core.replay = saved
+
+
+def long_section(repeats: int) -> str:
+    cases = {c.id: c for c in load_cases(categories=["dense_step_time"])}
+    rows = []
+    for cid in LONG:
+        c = cases[cid]
+        w, t = resolve(c.spec["workload"], c.topology, c.spec["overrides"],
+                       c.topology_overrides)
+        inp = build_plan(w, Topology.from_config(t)).engine_input
+        steps = sum(len(x) for x in inp.schedule)
+        _replay_cpu(inp, True)  # warm-up: compiled structures, the fold's reduced schedules
+        _replay_cpu(inp, False)
+        fold = full = float("inf")
+        for _ in range(repeats):  # interleaved, so that load and GC hit both alike
+            cf, step_fold = _replay_cpu(inp, True)
+            cu, step_full = _replay_cpu(inp, False)
+            fold, full = min(fold, cf), min(full, cu)
+        diff = abs(step_fold - step_full) / step_full
+        rows.append(f"| {cid} | {len(inp.schedule)} | {inp.fwd.shape[2]} | {steps:,} "
+                    f"| {full * 1e3:.1f} ms | {fold * 1e3:.1f} ms | {full / fold:.1f}x "
+                    f"| {diff:.1e} |")
+        print(rows[-1])
+    return "\n".join([
+        "## Long pipelines: the fold against the full replay (issue 16)", "",
+        "Reproduce with `python benchmarks/bench_step.py --long`. CPU time of the direct "
+        f"replay of one built plan, best of {repeats} after a warm-up, both in the same "
+        "run, interleaved; last column: |step time difference| / step time.", "",
+        "| validation case | stages | micro-batches | steps | full replay | folded "
+        "| speed-up | difference |", "|---|---|---|---|---|---|---|---|", *rows])
+
+
+def _resolve_case(workload: str, topology: str, overrides: dict):
+    """A shipped workload on a topology, or (empty topology) a validation case by id."""
+    if topology:
+        return resolve(workload, topology, overrides)
+    c = next(c for c in load_cases(categories=["dense_step_time"]) if c.id == workload)
+    return resolve(c.spec["workload"], c.topology, {**c.spec["overrides"], **overrides},
+                   c.topology_overrides)
+
+
+def cases_section(repeats: int, top: int = 8) -> str:
+    """Replay CPU time of every validation step case and shipped workload, the slowest."""
+    cases = load_cases(categories=["dense_step_time", "moe_step_time"])
+    items = [(c.id, c.spec["workload"], c.topology, c.spec["overrides"], c.topology_overrides)
+             for c in cases] + [(n, n, "dgx-h100", {}, {}) for n in SHIPPED]
+    out = []
+    for cid, wl, topo, ov, tov in items:
+        w, t = resolve(wl, topo, ov, tov)
+        inp = build_plan(w, Topology.from_config(t)).engine_input
+        _replay_cpu(inp, True)
+        fold = full = float("inf")
+        for _ in range(repeats):
+            fold = min(fold, _replay_cpu(inp, True)[0])
+            full = min(full, _replay_cpu(inp, False)[0])
+        out.append((fold, full, cid, sum(len(x) for x in inp.schedule)))
+    out.sort(reverse=True)
+    rows = [f"| {cid} | {n:,} | {full * 1e3:.1f} ms | {fold * 1e3:.1f} ms |"
+            for fold, full, cid, n in out[:top]]
+    return "\n".join([
+        f"## Replay of every validation step case and shipped workload ({len(out)}), "
+        f"the {top} slowest", "",
+        "Reproduce with `python benchmarks/bench_step.py --cases`. CPU time of the direct "
+        f"replay of one built plan, best of {repeats}; without the fold in the same run.", "",
+        "| case | steps | full replay | with the fold |", "|---|---|---|---|", *rows,
+        "", f"Slowest with the fold: {out[0][0] * 1e3:.1f} ms ({out[0][2]})."])
+
+
 def time_case(workload: str, topology: str, overrides: dict, repeats: int) -> tuple[float, int]:
-    w, t = resolve(workload, topology, overrides)
+    w, t = _resolve_case(workload, topology, overrides)
     simulate_resolved(w, t)  # warm-up (imports, caches)
     best = float("inf")
     events = 0
@@ -154,11 +246,20 @@ def main() -> None:
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--engines", action="store_true", help="direct vs SimPy, every workload")
     ap.add_argument("--moe", action="store_true", help="MoE workloads beside the 405B")
+    ap.add_argument("--long", action="store_true", help="long pipelines: fold vs full replay")
+    ap.add_argument("--cases", action="store_true",
+                    help="replay of every validation step case and shipped workload")
     ap.add_argument("--write-startup", action="store_true",
                     help="write the --engines section of reports/benchmarks_startup.md")
     args = ap.parse_args()
     if args.moe:
         print("\n".join(moe_lines(args.repeats)))
+        return
+    if args.long:
+        print(long_section(args.repeats))
+        return
+    if args.cases:
+        print(cases_section(args.repeats))
         return
     if args.engines:
         text = engines_section(args.repeats)
@@ -169,6 +270,7 @@ def main() -> None:
     rows = []
     for workload, topo, ov in CASES:
         wall, events = time_case(workload, topo, ov, args.repeats)
+        topo = topo or "(validation case)"
         rows.append((workload, topo, wall, events))
         print(f"{workload:28s} {topo:12s} {wall * 1e3:9.1f} ms  {events:7d} records")
     if args.no_write:

@@ -34,7 +34,10 @@ Streams per simulated rank and their dependencies:
   ``overlap_param_gather``.
 
 Records go to a recorder (:mod:`.records`): kept for the trace and the
-timeline, only counted on the plain ``run`` path.
+timeline, only counted on the plain ``run`` path. On that path a direct
+list-scheduling replay (:mod:`.replay`) stands in for SimPy with the same
+numbers, and folds long pipelines (:mod:`.periodic`, :mod:`.windows`): the
+steady state replayed once, every other window extrapolated exactly.
 
 Ties are broken by SimPy's (time, priority, insertion id) order; processes are
 created in stage order, so runs are deterministic.

@@ -7,7 +7,8 @@ figures read it rather than re-deriving the send rule.
 
 The engine takes a recorder: :class:`ListRecorder` keeps every record (trace,
 timeline, tests), :class:`NullRecorder` only counts them (the plain ``run`` /
-``simulate`` path, where nobody reads them).
+``simulate`` path, where nobody reads them), :class:`SpanRecorder` keeps only each
+stage's compute and send intervals (the long-pipeline fold's periodicity check).
 """
 
 from __future__ import annotations
@@ -64,6 +65,27 @@ class NullRecorder:
 
     def add(self, rec: Record) -> None:
         self.count += 1
+
+    @property
+    def records(self) -> list[Record]:
+        return []
+
+
+class SpanRecorder:
+    """Keeps each stage's compute and send intervals ``(start, end)`` in its own order,
+    nothing else (the direct replay fills them without building records)."""
+
+    def __init__(self, stages: int) -> None:
+        self.count = 0
+        self.compute: list[list[tuple[float, float]]] = [[] for _ in range(stages)]
+        self.sends: list[list[tuple[float, float]]] = [[] for _ in range(stages)]
+
+    def add(self, rec: Record) -> None:
+        self.count += 1
+        if rec.stream == "compute":
+            self.compute[rec.stage].append((rec.start, rec.end))
+        elif rec.stream == "pp":
+            self.sends[rec.stage].append((rec.start, rec.end))
 
     @property
     def records(self) -> list[Record]:

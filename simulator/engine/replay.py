@@ -28,22 +28,36 @@ Cost: O(steps) at about a microsecond each, no event queue.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
 from ..schedules import is_fused
-from .records import NullRecorder, Record
+from .periodic import fold
+from .records import NullRecorder, Record, SpanRecorder
 
 
 def replay(sim: Any) -> None:
     """Run every stage of ``sim`` (a :class:`~.core._Sim`) to its end or until it deadlocks.
 
     Fills ``sim.stats``, ``sim.dp_jobs``, ``sim.finished``, ``sim.waiting``,
-    ``sim.link_free`` and the recorder, as the SimPy processes would.
+    ``sim.link_free`` and the recorder, as the SimPy processes would. A long schedule
+    with a periodic middle and micro-batch-independent times is folded
+    (:mod:`.periodic`: two short replays, extrapolated exactly).
     """
+    if not fold(sim, replay_all):
+        replay_all(sim)
+
+
+def replay_all(sim: Any) -> None:
+    """:func:`replay` without folding: every step of every stage."""
     inp, p = sim.inp, sim.p
     data = _Data(inp)
-    arrive: dict[tuple, tuple[float, float]] = {}  # key -> (arrival, producer end)
-    waiters: dict[tuple, int] = {}
+    # an input's key is a number (:func:`_key`): its (arrival, producer end), its waiting stage
+    size = 2 * inp.fwd.shape[2] * inp.fwd.shape[1] * p
+    arrive: list[tuple[float, float] | None] = [None] * size
+    waiters = [-1] * size
     runnable = list(range(p - 1, -1, -1))
     stages = [_Stage(sim, s, data).run(sim, arrive, waiters, runnable) for s in range(p)]
     while runnable:
@@ -54,11 +68,11 @@ def replay(sim: Any) -> None:
 
 
 class _Data:
-    """The input's arrays as nested Python lists (same float64 values, cheap to index)."""
+    """What the steps read one by one, as Python lists (same float64 values, cheap to index):
+    the EP all-to-all times of F&B pairs and the p2p times (phase durations are gathered
+    per stage with numpy, :func:`_durations`)."""
 
     def __init__(self, inp: Any):
-        self.fwd, self.bwd = inp.fwd.tolist(), inp.bwd.tolist()
-        self.wgrad = inp.wgrad.tolist() if inp.wgrad is not None else None
         self.ep = (inp.fwd_ep.tolist(), inp.bwd_ep.tolist()) \
             if inp.fwd_ep is not None and inp.bwd_ep is not None else None
         self.p2p = [float(x) for x in inp.p2p]
@@ -77,17 +91,19 @@ class _Stage:
     def __init__(self, sim: Any, s: int, data: _Data):
         self.s, self.data = s, data
         steps = self.steps = sim.inp.schedule[s]
-        self.phases, self.split, self.fused, self.wait, self.rel, self.dst = _structure(
-            steps, sim.route, s, sim.inp.overlap_grad_reduce)
-        self.dur = _durations(s, steps, self.split, data)
+        self.phases, self.split, self.fused, self.wait, self.rel, self.dst, index = _structure(
+            steps, sim.route, s, sim.inp.overlap_grad_reduce, sim.inp.fwd.shape)
+        self.dur = _durations(s, index, sim.inp)
 
-    def run(self, sim: Any, arrive: dict, waiters: dict, runnable: list) -> Iterator[tuple]:
+    def run(self, sim: Any, arrive: list, waiters: list, runnable: list) -> Iterator[int]:
         """Run the stage's steps; yields the key of an absent input and resumes once it
         has arrived (a generator keeps the stage's clock and sums between waits)."""
         s, steps, fused, wait, dur, rel, dsts = (self.s, self.steps, self.fused, self.wait,
                                                  self.dur, self.rel, self.dst)
         inp, st_, rec = sim.inp, sim.stats[s], sim.rec
         count_only = isinstance(rec, NullRecorder)
+        spans = type(rec) is SpanRecorder  # (start, end) pairs only: the fold's zone check
+        done, sent = (rec.compute[s], rec.sends[s]) if spans else (None, None)
         p2p, link = self.data.p2p[s], sim.link_free[s]
         pp_wait, busy, warm = st_.pp_wait, st_.busy, st_.warmup_fwd
         n, i, now, seen_b = len(steps), 0, 0.0, False
@@ -99,7 +115,7 @@ class _Stage:
                 out = self._pair(sim, i, now, seen_b, arrive, waiters, runnable)
                 if out is None:
                     first = wait[i]
-                    blocked = first if first is not None and first not in arrive else wait[i + 1]
+                    blocked = first if first is not None and arrive[first] is None else wait[i + 1]
                     sim.waiting[s] = steps[i] if blocked == first else steps[i + 1]
                     yield blocked
                     continue
@@ -110,7 +126,7 @@ class _Stage:
                 continue
             key = wait[i]
             if key is not None:
-                got = arrive.get(key)
+                got = arrive[key]
                 if got is None:
                     sim.waiting[s] = steps[i]
                     yield key
@@ -133,9 +149,12 @@ class _Stage:
             ph = phases[i]
             if count_only:
                 counted += 1
+            elif spans:
+                counted += 1
+                done.append((start, now))
             else:
                 x = steps[i]
-                rec.add(Record(s, "compute", ph, start, start + d, x.mb, x.chunk))
+                rec.add(Record(s, "compute", ph, start, start + d, x[1], x[2]))
             if ph == "F":
                 if not seen_b:
                     warm += d
@@ -144,20 +163,24 @@ class _Stage:
             busy += d
             out = dsts[i]
             if out is not None:
-                dkey, local = out
+                dkey, local, k = out
                 if local:
-                    arrive[dkey] = (now, now)
+                    arrive[k] = (now, now)
                 else:
                     t0 = now if now > link else link
                     link = t0 + p2p
                     if count_only:
                         counted += 1
+                    elif spans:
+                        counted += 1
+                        sent.append((t0, link))
                     else:
-                        rec.add(Record(s, "pp", "send_" + ph, t0, link, dkey[1], steps[i].chunk,
+                        rec.add(Record(s, "pp", "send_" + ph, t0, link, dkey[1], steps[i][2],
                                        inp.p2p_bytes, dkey[3], dkey[2]))
-                    arrive[dkey] = (now + (link - now), now)
-                waiter = waiters.pop(dkey, None)
-                if waiter is not None:
+                    arrive[k] = (now + (link - now), now)
+                waiter = waiters[k]
+                if waiter >= 0:
+                    waiters[k] = -1
                     runnable.append(waiter)
             i += 1
         st_.pp_wait, st_.busy, st_.warmup_fwd = pp_wait, busy, warm
@@ -174,7 +197,7 @@ class _Stage:
         s, st_, inp, data = self.s, sim.stats[self.s], sim.inp, self.data
         group = self.steps[i:i + 2]
         keys = self.wait[i:i + 2]
-        if any(k is not None and k not in arrive for k in keys):
+        if any(k is not None and arrive[k] is None for k in keys):
             return None
         ready = now
         for k in keys:
@@ -200,11 +223,11 @@ class _Stage:
         now = start + slot
         t = start
         for x, share in zip(group, shares, strict=True):
-            sim.rec.add(Record(s, "compute", x.phase, t, t + share, x.mb, x.chunk, fused=True))
+            sim.rec.add(Record(s, "compute", x[0], t, t + share, x[1], x[2], fused=True))
             t += share
-            if x.phase == "F" and not seen_b:
+            if x[0] == "F" and not seen_b:
                 st_.warmup_fwd += share
-            seen_b = seen_b or x.phase == "B"
+            seen_b = seen_b or x[0] == "B"
         st_.busy += slot
         for k, x in enumerate(group):
             if self.dst[i + k] is not None:
@@ -212,29 +235,38 @@ class _Stage:
         return now, seen_b
 
 
-_STRUCTURES: dict[tuple[int, int, int, bool], tuple] = {}
+_STRUCTURES: dict[tuple, tuple] = {}
+_CODE = {"F": 0, "B": 1, "W": 2}
+_MB, _CHUNK = itemgetter(1), itemgetter(2)
 _MAX_STRUCTURES = 4096  # stages' worth; cleared when full
 
 
-def _structure(steps, route, s: int, overlap_grad: bool) -> tuple:
-    """(phases, split, fused, wait, rel, dst) of stage s: what depends on the order and the route
-    only, not on times. Shared step lists (tuples from ``workload.shape.schedule_steps``,
+def _structure(steps, route, s: int, overlap_grad: bool, shape: tuple) -> tuple:
+    """(phases, split, fused, wait, rel, dst, index) of stage s: what depends on the order and
+    the route only, not on times. Shared step lists (tuples from ``workload.shape.schedule_steps``,
     one route per size) are compiled once; the cache keeps the objects it was keyed on, so
     an ``id`` cannot be reused while its entry lives."""
     if not isinstance(steps, tuple):
-        return _compile(steps, route, s, overlap_grad)
-    key = (id(steps), id(route), s, overlap_grad)
+        return _compile(steps, route, s, overlap_grad, shape)
+    key = (id(steps), id(route), s, overlap_grad, shape)
     hit = _STRUCTURES.get(key)
     if hit is not None and hit[0] is steps and hit[1] is route:
         return hit[2]
     if len(_STRUCTURES) >= _MAX_STRUCTURES:
         _STRUCTURES.clear()
-    out = _compile(steps, route, s, overlap_grad)
+    out = _compile(steps, route, s, overlap_grad, shape)
     _STRUCTURES[key] = (steps, route, out)
     return out
 
 
-def _compile(steps, route, s: int, overlap_grad: bool) -> tuple:
+def _key(ph: str, mb: int, c: int, s: int, shape: tuple) -> int:
+    """The number of the input (phase F or B, micro-batch, chunk) of stage s: an index into
+    the replay's arrival list, ``shape`` the phase arrays' (stages, chunks, micro-batches)."""
+    p, n, m = shape
+    return (((ph == "B") * m + mb) * n + c) * p + s
+
+
+def _compile(steps, route, s: int, overlap_grad: bool, shape: tuple) -> tuple:
     split = {(x[1], x[2]) for x in steps if x[0] == "W"}
     phases, fused, wait, dst = [], [], [], []
     grad_done: dict[int, int] = {}
@@ -247,51 +279,55 @@ def _compile(steps, route, s: int, overlap_grad: bool) -> tuple:
         waits, d = hop
         phases.append(ph)
         fused.append(is_fused(x))
-        wait.append((ph, mb, c, s) if waits else None)
-        dst.append(None if d is None else ((ph, mb, d[1], d[0]), d[0] == s))
+        wait.append(_key(ph, mb, c, s, shape) if waits else None)
+        dst.append(None if d is None else ((ph, mb, d[1], d[0]), d[0] == s,
+                                           _key(ph, mb, d[1], d[0], shape)))
         if ph == "W" or (ph == "B" and (mb, c) not in split):  # as core._Sim.stage: the
             grad_done[c] = i  # step completing chunk c's weight gradients
     rel = [-1] * len(steps)
     if overlap_grad:
         for c, i in grad_done.items():
             rel[i] = c
-    return phases, split, fused, wait, rel, dst
+    index = (np.array([_CODE[ph] for ph in phases], dtype=np.int8),
+             np.fromiter(map(_CHUNK, steps), dtype=np.intp, count=len(steps)),
+             np.fromiter(map(_MB, steps), dtype=np.intp, count=len(steps)),
+             np.array([x[0] == "B" and (x[1], x[2]) in split for x in steps], dtype=bool))
+    return phases, split, fused, wait, rel, dst, index
 
 
-def _durations(s, steps, split, data) -> list[float]:
-    """Each step's seconds, as :meth:`~.core._Sim.duration`, from Python lists."""
-    fwd, bwd, wgrad = data.fwd[s], data.bwd[s], data.wgrad[s] if data.wgrad is not None else None
-    out = []
-    for phase, mb, c in steps:
-        if phase == "F":
-            out.append(fwd[c][mb])
-            continue
-        w = wgrad[c][mb] if wgrad is not None else 0.0
-        out.append(w if phase == "W" else bwd[c][mb] - (w if (mb, c) in split else 0.0))
-    return out
+def _durations(s: int, index: tuple, inp: Any) -> list[float]:
+    """Each step's seconds, as :meth:`~.core._Sim.duration` (the same float64 operations:
+    F ``fwd``, W ``wgrad``, B ``bwd - wgrad`` if a W splits it else ``bwd - 0``), gathered
+    with the compiled (phase, chunk, micro-batch) indices."""
+    code, c, mb, cut = index
+    f, b = inp.fwd[s][c, mb], inp.bwd[s][c, mb]
+    w = inp.wgrad[s][c, mb] if inp.wgrad is not None else np.zeros(len(code))
+    b = b - np.where(cut, w, 0.0)
+    return np.where(code == 0, f, np.where(code == 2, w, b)).tolist()
 
 
 def _fused_slot(s, f, b, df, db, ep, slowdown) -> float:
     """As :meth:`~.core._Sim.fused_slot`."""
     if ep is None:
         return df + db
-    ef, eb = ep[0][s][f.chunk][f.mb], ep[1][s][b.chunk][b.mb]
+    ef, eb = ep[0][s][f[2]][f[1]], ep[1][s][b[2]][b[1]]
     hidden = min(ef, db - eb) + min(eb, df - ef)
     return df + db - hidden * (1.0 - slowdown)
 
 
 def _send(sim, s, x, out, now, p2p, arrive, waiters, runnable) -> None:
     """As :meth:`~.core._Sim.send`: local hand-over at once, else the FIFO link."""
-    key, local = out
+    key, local, k = out
     if local:
-        arrive[key] = (now, now)
+        arrive[k] = (now, now)
     else:
         start = max(now, sim.link_free[s])
         end = start + p2p[s]
         sim.link_free[s] = end
-        sim.rec.add(Record(s, "pp", "send_" + x.phase, start, end, x.mb, x.chunk,
+        sim.rec.add(Record(s, "pp", "send_" + x[0], start, end, x[1], x[2],
                            sim.inp.p2p_bytes, key[3], key[2]))
-        arrive[key] = (now + (end - now), now)
-    waiter = waiters.pop(key, None)
-    if waiter is not None:
+        arrive[k] = (now + (end - now), now)
+    waiter = waiters[k]
+    if waiter >= 0:
+        waiters[k] = -1
         runnable.append(waiter)
