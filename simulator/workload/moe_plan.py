@@ -7,8 +7,9 @@ its MoE layers, embedding, output, offload waits) are the same for every micro-b
 and are costed once (:meth:`simulator.workload.plan._Builder.chunk` in collect mode);
 the routed-expert parts (:class:`~.moe_layer.MoEPart`: dispatch, experts, combine, host
 stalls) add, per micro-batch, the sum over the chunk's MoE layers of the parts of their
-draws. For the whole plan that sum is one product: ``[chunk, layer]`` incidence times
-``[field, layer, micro-batch]`` part fields.
+draws. A chunk's MoE layers are consecutive, and so are their rows of the draw table
+(MoE layers in order, MTP last): the sums are one gather of the parts' fields
+``[field, layer, micro-batch]`` and a sum over each chunk's slice of layers.
 
 The forward of a MoE layer adds its forward part, the backward its backward part and,
 when the layer's forward is recomputed (``recompute_modules`` moe, or full), its
@@ -48,31 +49,36 @@ class ChunkBase:
 
 def chunk_sums(moe: MoECost, chunks: list[ChunkBase]) -> tuple[np.ndarray, ...]:
     """Per chunk and micro-batch, the duration, compute, exposed EP and expert seconds of
-    the chunk's MoE layers summed: forward, backward and re-run forward ``[chunk,
-    micro-batch, 4]``, and the W seconds ``[chunk, micro-batch]``."""
+    the chunk's MoE layers summed: forward, backward and re-run forward ``[4, chunk,
+    micro-batch]`` (fields :data:`D`, :data:`C`, :data:`X`, :data:`E`), and the W seconds
+    ``[chunk, micro-batch]``."""
     table = moe.table
-    row = table.layer_row
-    every = [[row[x[0]] for x in ch.layers] for ch in chunks]
-    rerun = [[row[x[0]] for x in ch.layers if x[1]] for ch in chunks]
-    counted = [[row[x[0]] for x in ch.layers if x[2]] for ch in chunks]
+    n = table.entry.shape[0]
+    span = np.zeros((len(chunks), 2), dtype=np.int64)  # [lo, hi) rows of each chunk
+    rerun, counted = np.zeros(n), np.zeros(n)
+    for i, ch in enumerate(chunks):
+        rows = [table.layer_row[x[0]] for x in ch.layers]
+        if rows:
+            span[i] = rows[0], rows[-1] + 1
+            assert span[i, 1] - span[i, 0] == len(rows), "a chunk's MoE layers are consecutive"
+        for row, (_, again, in_w) in zip(rows, ch.layers, strict=True):
+            rerun[row], counted[row] = again, in_w
     per_draw = np.concatenate([moe.stacked(False)[_PHASE_FIELDS],
-                               moe.stacked(True)[_PHASE_FIELDS]]).T.copy()  # [K, fwd 4 + bwd 4]
-    parts = per_draw[table.entry]  # [layer, micro-batch, 8]
-    both = _sums(parts, every)
-    mf, mb = both[..., :4], both[..., 4:]
-    mr = mf if rerun == every else _sums(parts[..., :4], rerun)
-    mw = mb[..., E] if counted == every else _sums(parts[..., 4 + E], counted)
+                               moe.stacked(True)[_PHASE_FIELDS]])  # [fwd 4 + bwd 4, K]
+    parts = per_draw[:, table.entry]  # [8, layer, micro-batch]
+
+    def sums(g: np.ndarray) -> np.ndarray:  # [fields, layer, mb] -> [fields, chunk, mb]
+        out = np.zeros((g.shape[0], len(chunks), g.shape[2]))
+        for i, (lo, hi) in enumerate(span.tolist()):
+            if hi > lo:
+                np.sum(g[:, lo:hi], axis=1, out=out[:, i])
+        return out
+
+    both = sums(parts)
+    mf, mb = both[:4], both[4:]
+    mr = mf if rerun.all() else sums(parts[:4] * rerun[:, None])
+    mw = mb[E] if counted.all() else sums(parts[4 + E:5 + E] * counted[:, None])[0]
     return mf, mb, mr, mw / 2
-
-
-def _sums(g: np.ndarray, rows: list[list[int]]) -> np.ndarray:
-    """``sum(g[r] for r in rows[i])`` for each ``i`` (zero where ``rows[i]`` is empty), the
-    ``j``-th rows of every list added in one step (a chunk holds a few layers)."""
-    out = np.zeros((len(rows), *g.shape[1:]))
-    for j in range(max(map(len, rows), default=0)):
-        idx = [i for i, r in enumerate(rows) if len(r) > j]
-        out[idx] += g[[rows[i][j] for i in idx]]
-    return out
 
 
 def stage_draw_uses(moe: MoECost, chunks: list[ChunkBase], runs: np.ndarray,
@@ -108,16 +114,15 @@ def add_moe_parts(moe: MoECost, chunks: list[ChunkBase], tables: tuple[np.ndarra
     def base(get) -> np.ndarray:
         return np.array([get(ch) for ch in chunks])[:, None]
 
-    dur_f = base(lambda ch: ch.f.duration) + mf[..., D]
-    dur_b = base(lambda ch: ch.b.duration) + mb[..., D] + mr[..., D]
-    ep_f = base(lambda ch: ch.f.exposed.get("ep", 0.0)) + mf[..., X]
-    ep_b = base(lambda ch: ch.b.exposed.get("ep", 0.0)) + mb[..., X] + mr[..., X]
+    dur_f = base(lambda ch: ch.f.duration) + mf[D]
+    dur_b = base(lambda ch: ch.b.duration) + mb[D] + mr[D]
+    ep_f = base(lambda ch: ch.f.exposed.get("ep", 0.0)) + mf[X]
+    ep_b = base(lambda ch: ch.b.exposed.get("ep", 0.0)) + mb[X] + mr[X]
     wg = np.minimum(base(lambda ch: ch.wg) + mw, dur_b)
     for table, value in zip(tables, (dur_f, dur_b, wg, ep_f, ep_b), strict=True):
         table[sc] = np.where(runs, value, 0.0)
     per_chunk = {
-        "compute": base(lambda ch: ch.f.compute + ch.b.compute) + mf[..., C] + mb[..., C]
-        + mr[..., C],
+        "compute": base(lambda ch: ch.f.compute + ch.b.compute) + mf[C] + mb[C] + mr[C],
         "tp": base(lambda ch: ch.f.exposed.get("tp", 0.0) + ch.b.exposed.get("tp", 0.0)),
         "cp": base(lambda ch: ch.f.exposed.get("cp", 0.0) + ch.b.exposed.get("cp", 0.0)),
         "ep": ep_f + ep_b}
@@ -133,8 +138,8 @@ def add_moe_parts(moe: MoECost, chunks: list[ChunkBase], tables: tuple[np.ndarra
     if phases is not None:
         for i, ch in enumerate(chunks):
             first = ch.mbs[0]
-            phases[("F", ch.s, ch.c)] = _first(ch.f, mf[i, first])
-            phases[("B", ch.s, ch.c)] = _first(ch.b, mb[i, first] + mr[i, first])
+            phases[("F", ch.s, ch.c)] = _first(ch.f, mf[:, i, first])
+            phases[("B", ch.s, ch.c)] = _first(ch.b, mb[:, i, first] + mr[:, i, first])
 
 
 def _first(base: Phase, extra: np.ndarray) -> Phase:
