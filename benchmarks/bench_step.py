@@ -8,6 +8,7 @@ process, best of N after a warm-up, and writes ``reports/benchmarks.md``.
     python benchmarks/bench_step.py --no-write # print only
     python benchmarks/bench_step.py --engines --no-write   # + the section below
     python benchmarks/bench_step.py --engines --write-startup  # writes it (issue 16)
+    python benchmarks/bench_step.py --moe      # MoE workloads beside the dense 405B, print only
     python benchmarks/bench_step.py --long     # long pipelines: fold vs full replay
     python benchmarks/bench_step.py --cases    # every validation case's replay, slowest
 
@@ -124,6 +125,29 @@ def engines_section(repeats: int) -> str:
         f"target: every workload <= 100 ms."])
 
 
+MOE_CASES = [
+    ("llama3-405b", {}), ("mixtral-8x7b", {}), ("mixtral-8x22b", {}), ("deepseek-v3", {}),
+    ("deepseek-v3", {"model.moe.router_load": "uniform"}),  # what the router draws add
+]
+
+
+def moe_lines(repeats: int) -> list[str]:
+    """CPU time of ``simulate_resolved`` for the MoE workloads and the dense 405B, best of
+    ``repeats`` after a warm-up, interleaved in one run (issue 16: every workload <= 100 ms,
+    DeepSeek-V3 at most 5x the 405B)."""
+    cases = [(name, ov, *resolve(name, "dgx-h100", ov)) for name, ov in MOE_CASES]
+    best = [float("inf")] * len(cases)
+    for _, _, w, t in cases:
+        simulate_resolved(w, t)  # warm-up
+    for _ in range(repeats):
+        for i, (_, _, w, t) in enumerate(cases):
+            best[i] = min(best[i], _cpu_of(simulate_resolved, w, t))
+    lines = [f"{name + (' (uniform routing)' if ov else ''):36s} {b * 1e3:8.1f} ms CPU"
+             for (name, ov, _, _), b in zip(cases, best, strict=True)]
+    lines.append(f"deepseek-v3 / llama3-405b: {best[3] / best[0]:.1f}x (target <= 5x)")
+    return lines
+
+
 def _replay_cpu(inp, fold: bool) -> tuple[float, float]:
     """(CPU seconds, step time) of one direct replay, with or without the fold."""
     saved = core.replay
@@ -221,12 +245,16 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--engines", action="store_true", help="direct vs SimPy, every workload")
+    ap.add_argument("--moe", action="store_true", help="MoE workloads beside the 405B")
     ap.add_argument("--long", action="store_true", help="long pipelines: fold vs full replay")
     ap.add_argument("--cases", action="store_true",
                     help="replay of every validation step case and shipped workload")
     ap.add_argument("--write-startup", action="store_true",
                     help="write the --engines section of reports/benchmarks_startup.md")
     args = ap.parse_args()
+    if args.moe:
+        print("\n".join(moe_lines(args.repeats)))
+        return
     if args.long:
         print(long_section(args.repeats))
         return

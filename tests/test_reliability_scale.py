@@ -71,7 +71,7 @@ def test_held_out_growth_within_two_points(result):
 def test_the_fit_is_exact_for_the_shipped_constants(groups, result):
     # The fit puts the barrier term in through the critical path's slope; a full replay
     # with the constants added to the phases must give the same growth.
-    for g, row in zip(groups, result.rows):
+    for g, row in zip(groups, result.rows, strict=True):
         def step(end):
             v = replace(end.var, sigma=result.sigma, host_noise_s=result.host_noise_s,
                         sync_noise_s=result.sync_noise_s)

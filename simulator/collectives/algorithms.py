@@ -17,6 +17,9 @@ group size, ``l = place.local`` members per scale-up domain, ``d`` domains.
 from __future__ import annotations
 
 import math
+from functools import reduce
+
+import numpy as np
 
 from ..hardware import Placement, Tier, Topology
 
@@ -153,6 +156,37 @@ def alltoall_time(send: float, nbytes: float, place: Placement, topo: Topology) 
     t_in = send * frac_in / intra_bw
     t_out = send * frac_out / cross_bw
     return max(t_in, t_out) + (n - 1) * span_latency(place, topo)
+
+
+def alltoall_time_rows(send: np.ndarray, place: Placement, topo: Topology) -> np.ndarray:
+    """:func:`alltoall_time` of many uneven all-to-alls at once (MoE router draws), s.
+
+    ``send[i]``: bytes the busiest rank of exchange ``i`` moves (its own share
+    excluded); the buffer the size curve sees is ``send * n / (n - 1)``, as
+    :func:`simulator.collectives.alltoall_time_uneven` passes it. The same formula
+    and the same arithmetic, element by element; 0 where nothing moves.
+    """
+    send = np.asarray(send, dtype=float)
+    n, local = place.size, place.local
+    nbytes = send * n / (n - 1)
+    safe = np.where(nbytes > 0, nbytes, 1.0)
+
+    def curve(t: Tier) -> np.ndarray | float:  # Tier.size_efficiency over an array
+        if t.half_bandwidth_bytes <= 0:
+            return 1.0
+        return np.where(nbytes > 0, 1.0 / (1.0 + (t.half_bandwidth_bytes / safe)
+                                           ** t.curve_exponent), 1.0)
+
+    t0 = topo.tiers[0]
+    intra = t0.bandwidth * t0.alltoall_efficiency * curve(t0)
+    cross = reduce(np.minimum, (t.bandwidth * t.alltoall_efficiency / t.oversubscription
+                                * curve(t) for t in topo.tiers[1:place.span + 1])) \
+        if place.span > 0 else intra
+    frac_in = (local - 1) / (n - 1)
+    frac_out = 1.0 - frac_in
+    t = np.maximum(send * frac_in / intra, send * frac_out / cross) \
+        + (n - 1) * span_latency(place, topo)
+    return np.where(send > 0, t, 0.0)
 
 
 def send_recv_time(nbytes: float, place: Placement, topo: Topology) -> float:

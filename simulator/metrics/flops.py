@@ -74,13 +74,15 @@ def model_flops_per_step(w: Workload, causal: bool = False, kept_fraction: float
 
 def kept_fraction(plan: Plan) -> float:
     """Share of routed assignments the router kept, over every simulated draw (1 if dense)."""
-    draws = plan.moe.draws() if plan.moe is not None else []
-    total = sum(d.total_assignments for d in draws)
-    return float(sum(int(d.kept_tokens.sum()) for d in draws) / total) if total else 1.0
+    if plan.moe is None:
+        return 1.0
+    kept, total, _ = plan.moe.kept_totals()
+    return float(kept / total) if total else 1.0
 
 
 def _routed_executed_per_gpu(moe: MoECost, full_recompute: bool) -> float:
-    """Executed FLOPs of the routed part, summed over every draw, mean per GPU.
+    """Executed FLOPs of the routed part, summed over every (layer, micro-batch) draw
+    of the step, mean per GPU.
 
     Per draw: the router GEMM ``2*tokens*E*h`` per rank and the kept
     assignments' expert GEMMs ``2*h*(ffn/etp)*mats`` each, spread over the EP
@@ -90,8 +92,8 @@ def _routed_executed_per_gpu(moe: MoECost, full_recompute: bool) -> float:
     per_assignment = 2.0 * moe.h * (moe.ffn / moe.etp) * mats
     router = 2.0 * moe.tokens * moe.moe.num_experts * moe.h
     passes = 4.0 if full_recompute else 3.0
-    return sum(passes * (float(d.kept_tokens.sum()) * per_assignment / moe.ep + router)
-               for d in moe.draws())
+    kept, _, pairs = moe.kept_totals()
+    return passes * (kept * per_assignment / moe.ep + pairs * router)
 
 
 def executed_flops_per_step(plan: Plan) -> float:

@@ -111,10 +111,11 @@ def effective_skew(moe: MoEConfig, step: int | None = None) -> float:
 
 
 def bias_residual(logits: np.ndarray, step: int | None, gamma: float = DEFAULT_GAMMA):
-    """Selection logits after ``step`` sign-updates of the DeepSeek-V3 bias (analytic)."""
+    """Selection logits after ``step`` sign-updates of the DeepSeek-V3 bias (analytic);
+    ``logits`` is one draw ``[E]`` or many ``[n, E]`` (each row centred on its median)."""
     if step is None:  # steady state: the bias has absorbed the popularity
         return np.zeros_like(logits)
-    centred = logits - np.median(logits)
+    centred = logits - np.median(logits, axis=-1, keepdims=True)
     return np.sign(centred) * np.maximum(np.abs(centred) - gamma * max(step, 0), 0.0)
 
 

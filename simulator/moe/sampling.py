@@ -5,7 +5,8 @@ Determinism
 Nothing in :mod:`simulator.moe` touches global random state. Every random draw
 takes a :class:`numpy.random.Generator` made by :func:`rng_for` from one root
 seed (``training.seed``) and a tuple of non-negative integer keys, e.g.
-``rng_for(seed, layer, microbatch)``. The keys become the ``spawn_key`` of a
+``rng_for(seed, 16)`` for a step's router draws
+(:mod:`simulator.workload.moe_draws`). The keys become the ``spawn_key`` of a
 :class:`numpy.random.SeedSequence`, so streams for different keys are
 statistically independent and the same (seed, keys) always gives the same
 numbers, whatever order the simulator asks for them in.
@@ -128,8 +129,9 @@ def _threshold_counts(logits: np.ndarray, tokens: int, topk: int,
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
-    z = np.exp(logits - logits.max())
-    return z / z.sum()
+    """Softmax over the last axis (one draw ``[E]`` or many ``[n, E]``)."""
+    z = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)
 
 
 def largest_remainder(weights: np.ndarray, total: int) -> np.ndarray:

@@ -10,11 +10,10 @@ above it is dropped (hatched). The right panel sums the kept assignments of
 the ``E / ep`` experts each EP rank holds (placed contiguously), with the
 max/mean ratio that sets the MoE layer's slowdown.
 
-Loads for a workload come from :func:`simulator.moe.route` (uniform, skewed or
-recorded router), seeded by ``training.seed`` with the layer and micro-batch as
-keys, as :mod:`simulator.workload.moe_layer` draws them for the step-time
-model. The EP group routes the tokens of its ``ep`` ranks together: each
-sends ``T * etp / tp`` (``T = micro_batch_size * seq_length / cp``; with
+Loads for a workload are the draw the step-time model uses for that layer and
+micro-batch (:mod:`simulator.workload.moe_draws`: uniform, skewed or recorded
+router, seeded by ``training.seed``). The EP group routes the tokens of its
+``ep`` ranks together: each sends ``T * etp / tp`` (``T = micro_batch_size * seq_length / cp``; with
 ETP < TP the TP ranks split the tokens), so one micro-batch routes ``ep``
 times that.
 """
@@ -86,23 +85,29 @@ def expert_loads(w: Any, layer: int | None = None, microbatch: int = 0) -> dict[
 
     Returns ``{"loads": RouterLoads, "tokens", "layer", "capacity", "ep"}``.
     """
-    from ..moe import capacity, is_moe_layer, rng_for, route
+    from ..moe import capacity
+    from ..workload.moe_draws import draw_table, moe_layers
 
     moe = w.model.moe
     if moe is None:
         raise ConfigError("model.moe", None,
                           f"workload '{w.model.name}' has no MoE block; expert-load needs one")
-    layers = [i for i in range(w.model.num_layers) if is_moe_layer(moe, i)]
+    layers = moe_layers(w)
+    if not layers:
+        raise ConfigError("model.moe.first_k_dense", moe.first_k_dense,
+                          "leaves no MoE layer; expert-load needs one")
     if layer is None:
         layer = layers[0]
     elif layer not in layers:
         raise ConfigError("--layer", layer, f"is not an MoE layer; MoE layers: {layers[:8]}...")
-    if microbatch < 0:
-        raise ConfigError("--microbatch", microbatch, "must be >= 0")
+    if not 0 <= microbatch < w.num_microbatches:
+        raise ConfigError("--microbatch", microbatch,
+                          f"must be a micro-batch of the step, 0 to {w.num_microbatches - 1}")
     par = w.parallelism
     local = w.training.micro_batch_size * w.model.seq_length / par.context
     tokens = max(1, round(local * par.etp / par.tensor)) * par.expert
-    loads = route(moe, tokens, rng_for(w.training.seed, layer, microbatch))
+    table = draw_table(w, tokens, moe.router_load == "uniform")
+    loads = table.rows.row(table.index(layer, microbatch))
     cap = capacity(moe.capacity_factor, tokens, moe.router_topk, moe.num_experts)
     return {"loads": loads, "tokens": tokens, "layer": layer, "capacity": cap,
             "ep": par.expert}

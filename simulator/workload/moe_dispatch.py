@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..collectives import alltoall_time_uneven, collective_time
+from ..collectives import collective_time
+from ..collectives.algorithms import alltoall_time_rows
 from ..hardware import Placement, Topology
-from ..moe import RouterLoads, alltoall_bytes
-from ..moe.alltoall import rank_shares
+from ..moe.batch import LoadRows
 
 
 class Dispatcher:
-    """Dispatch / combine seconds of one MoE layer for one router draw."""
+    """Dispatch / combine seconds of one MoE layer, per router draw."""
 
     def __init__(self, kind: str, place: Placement, topo: Topology, ep: int, tokens: int,
                  hidden: int, max_nodes: int | None):
@@ -44,23 +44,44 @@ class Dispatcher:
         # GPUs of one EP group that share a scale-up (NVLink) domain.
         self.local = max(1, min(ep, place.local))
 
-    def times(self, loads: RouterLoads, dispatch_elem: float, combine_elem: float
-              ) -> tuple[float, float]:
-        """(dispatch, combine) seconds; bytes per element 1 = FP8, 2 = bf16. The volume is
-        computed once for both (combine mirrors dispatch: per-rank send and receive
-        swap, and the busiest rank's larger direction sets the time either way)."""
+    def times(self, rows: LoadRows, dispatch_elem: float, combine_elem: float
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """``(dispatch[n], combine[n])`` seconds of each router draw of ``rows``, numpy over
+        the draws; bytes per element 1 = FP8, 2 = bf16. The volume is computed once for
+        both (combine mirrors dispatch: per-rank send and receive swap, and the busiest
+        rank's larger direction sets the time either way)."""
+        n = len(rows)
         if self.ep <= 1:
-            return 0.0, 0.0
+            return np.zeros(n), np.zeros(n)
         if self.kind == "allgather":
-            return self._allgather(dispatch_elem), self._reduce_scatter(combine_elem)
+            return (np.full(n, self._allgather(dispatch_elem)),
+                    np.full(n, self._reduce_scatter(combine_elem)))
         if self.kind == "flex":
-            nvl, rdma = self._hier(loads)
+            share, kept = rows.rank_shares(self.ep)
+            nvl, rdma = deepep_tokens(share, rows.topk, self.local, self.max_nodes)
+            scale = self.tokens * kept * self.h
+            nvl, rdma = nvl.max(axis=-1) * scale, rdma.max(axis=-1) * scale
             return self._deepep(nvl, rdma, dispatch_elem), self._deepep(nvl, rdma, combine_elem)
-        send, recv = alltoall_bytes(loads, self.ep, self.tokens, float(self.h))
-        return (alltoall_time_uneven(send * dispatch_elem, recv * dispatch_elem, self.place,
-                                     self.topo),
-                alltoall_time_uneven(recv * combine_elem, send * combine_elem, self.place,
-                                     self.topo))
+        send, recv = self.flat_bytes(rows)
+        return (self._uneven(send * dispatch_elem, recv * dispatch_elem),
+                self._uneven(recv * combine_elem, send * combine_elem))
+
+    def flat_bytes(self, rows: LoadRows) -> tuple[np.ndarray, np.ndarray]:
+        """Elements each rank sends and receives in a flat all-to-all, ``([n, ep], [n, ep])``:
+        :func:`simulator.moe.alltoall_bytes` of every draw (rank ``s`` sends
+        ``per_src * share[r]`` to every ``r != s``)."""
+        share, kept = rows.rank_shares(self.ep)
+        n = len(rows)
+        per_src = self.tokens * rows.topk * kept * float(self.h)
+        mat = per_src[:, None, None] * np.broadcast_to(share[:, None, :], (n, self.ep, self.ep))
+        mat[:, np.arange(self.ep), np.arange(self.ep)] = 0.0
+        return mat.sum(axis=2), mat.sum(axis=1)
+
+    def _uneven(self, send: np.ndarray, recv: np.ndarray) -> np.ndarray:
+        """:func:`~simulator.collectives.alltoall_time_uneven` per row ``[n, ep] -> [n]``:
+        the busiest rank's larger direction sets the time."""
+        busiest = np.maximum(send.max(axis=1), recv.max(axis=1))
+        return alltoall_time_rows(busiest, self.place, self.topo)
 
     def _allgather(self, elem: float) -> float:
         return collective_time("all_gather", self.ep * self.tokens * self.h * elem,
@@ -70,22 +91,16 @@ class Dispatcher:
         return collective_time("reduce_scatter", self.ep * self.tokens * self.h * elem,
                                self.place, self.topo)
 
-    def _hier(self, loads: RouterLoads) -> tuple[float, float]:
-        """Busiest rank's (NVLink, inter-node) elements of one DeepEP dispatch."""
-        share, kept = rank_shares(loads, self.ep)
-        nvl, rdma = deepep_tokens(share, loads.topk, self.local, self.max_nodes)
-        scale = self.tokens * kept * self.h
-        return float(nvl.max()) * scale, float(rdma.max()) * scale
-
-    def _deepep(self, nvl: float, rdma: float, elem: float) -> float:
+    def _deepep(self, nvl, rdma, elem: float):
         """Seconds of one DeepEP normal-kernel exchange: NVLink and RDMA concurrently
-        (the NVLink volume includes the forwarding of received RDMA tokens)."""
+        (the NVLink volume includes the forwarding of received RDMA tokens). Scalars or
+        arrays over draws."""
         tiers = self.topo.tiers
         t = nvl * elem / (tiers[0].bandwidth * tiers[0].deepep_efficiency)
-        if rdma > 0 and len(tiers) > 1:
+        if len(tiers) > 1:
             span = tiers[1:self.place.span + 1] or tiers[1:2]
             bw = min(x.bandwidth * x.deepep_efficiency / x.oversubscription for x in span)
-            t = max(t, rdma * elem / bw)
+            t = np.where(rdma > 0, np.maximum(t, rdma * elem / bw), t)
         return t + tiers[min(self.place.span, len(tiers) - 1)].latency_s
 
 
@@ -104,18 +119,20 @@ def deepep_tokens(share: np.ndarray, topk: int, local: int, max_nodes: int | Non
     peers of its node plus the forwarded copies of the ``N - 1`` remote senders,
     ``N * sum_{r in a, r != i} hit_r`` (same routing distribution for every source).
     """
-    ep = share.size
+    lead = share.shape[:-1]  # many draws: ``share`` is ``[n, ep]``, the results too
+    ep = share.shape[-1]
     local = max(1, min(local, ep))
     nodes = ep // local
     hit_r = 1.0 - (1.0 - share) ** topk
-    hit_n = 1.0 - (1.0 - share.reshape(nodes, local).sum(axis=1)) ** topk
-    if max_nodes is not None and hit_n.sum() > max_nodes:
-        scale = max_nodes / hit_n.sum()
+    hit_n = 1.0 - (1.0 - share.reshape(*lead, nodes, local).sum(axis=-1)) ** topk
+    if max_nodes is not None:
+        total = hit_n.sum(axis=-1, keepdims=True)
+        scale = np.where(total > max_nodes, max_nodes / np.maximum(total, max_nodes), 1.0)
         hit_r, hit_n = hit_r * scale, hit_n * scale
     node_of = np.arange(ep) // local
-    peers = hit_r.reshape(nodes, local).sum(axis=1)[node_of] - hit_r
+    peers = hit_r.reshape(*lead, nodes, local).sum(axis=-1)[..., node_of] - hit_r
     nvl = nodes * peers
-    rdma = hit_n.sum() - hit_n[node_of]
+    rdma = hit_n.sum(axis=-1, keepdims=True) - hit_n[..., node_of]
     return nvl, rdma
 
 

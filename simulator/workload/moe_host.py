@@ -38,6 +38,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 ROUTER_KERNELS = 8
 PREPROCESS_KERNELS = 12
 DISPATCH_KERNELS = 6
@@ -98,10 +100,12 @@ def forward_cost(gpu_a: float, gpu_b: float, host_a: float, host_b: float, synce
                  ) -> HostCost:
     """Forward layer: segments A and B around the sync (module docs)."""
     gpu, host = gpu_a + gpu_b, host_a + host_b
-    dur = max(gpu, gpu_a + host_b, host) if synced else max(gpu, host)
+    dur = np.maximum(np.maximum(gpu, gpu_a + host_b), host) if synced else np.maximum(gpu, host)
     return HostCost(duration=dur, gpu=gpu, host=host, stall=dur - gpu)
 
 
 def backward_cost(gpu: float, host: float) -> HostCost:
-    dur = max(gpu, host)
+    """Backward layer: GPU or host, whichever is longer (no sync). Both functions take
+    scalars or numpy arrays (many router draws at once)."""
+    dur = np.maximum(gpu, host)
     return HostCost(duration=dur, gpu=gpu, host=host, stall=dur - gpu)

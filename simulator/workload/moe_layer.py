@@ -28,8 +28,9 @@ exchange under the forward compute. Overlapped compute runs
 ``comm_overlap_slowdown`` slower for the overlapped time (as TP overlap does).
 Host launch-boundedness and the dropless sync: :mod:`.moe_host`.
 
-Router draws are seeded by ``(seed, layer, micro-batch)``: reproducible, and a
-different seed changes only these draws.
+Router draws (:mod:`.moe_draws`): one pool per step from ``training.seed``, each
+(layer, micro-batch) pair using one draw; reproducible, and a different seed changes
+only these draws. Costs are computed for the whole pool at once (numpy over draws).
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ import numpy as np
 from ..compute import BYTES, gemm_efficiency, gemm_time, memory_time
 from ..config.workload import Workload
 from ..hardware import Placement, Topology
-from ..moe import RouterLoads, rng_for, route
+from ..moe import RouterLoads
+from ..moe.batch import LoadRows
 from .cost import Phase
 from .moe_dispatch import Dispatcher
+from .moe_draws import DrawTable, draw_table
 from .moe_host import BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes, launch_counts
 
 
@@ -63,6 +66,10 @@ class MoEPart:
     hidden_ep: float = 0.0
     host_stall: float = 0.0
     host: float = 0.0
+
+
+PART_FIELDS = ("duration", "compute", "exposed_ep", "dispatch", "combine", "experts", "permute",
+               "router", "hidden_ep", "host_stall", "host")
 
 
 class MoECost:
@@ -91,7 +98,10 @@ class MoECost:
                                       self.fp8, graphed)
         self.dispatcher = self._dispatcher()
         self.shared = self._shared_seconds(m.moe.shared_expert_ffn_hidden_size / p.tensor, T)
-        self._cache: dict[tuple[int, int], tuple[MoEPart, MoEPart]] = {}
+        self._table: DrawTable | None = None
+        # costs of the pool's draws: "rows" -> (forward, backward) fields; (row, backward)
+        # -> MoEPart. Placement-dependent: cleared when ``place`` changes.
+        self._cache: dict = {}
 
     @property
     def place(self) -> Placement:
@@ -102,19 +112,51 @@ class MoECost:
     def place(self, value: Placement) -> None:
         self._place = value
         self.dispatcher = self._dispatcher()
+        self._cache.clear()
 
     def _dispatcher(self) -> Dispatcher:
         moe = self.moe
         return Dispatcher(moe.token_dispatcher_type, self._place, self.topo, self.ep,
                           self.tokens, self.h, moe.max_nodes_per_token)
 
+    @property
+    def table(self) -> DrawTable:
+        """The step's router draws (:mod:`.moe_draws`), drawn on first use."""
+        if self._table is None:
+            self._table = draw_table(self.w, self.tokens * self.ep, self.deterministic)
+        return self._table
+
     def draws(self) -> list[RouterLoads]:
-        """Every router draw costed so far, one per (layer, micro-batch)."""
-        return [fwd.loads for fwd, _ in self._cache.values()]
+        """One router draw per (MoE layer, micro-batch) of the step; uniform routing: its
+        one draw. (Aggregates: :meth:`mean_imbalance`, :meth:`kept_totals`.)"""
+        t = self.table
+        if t.entry.size == 0:  # no MoE layer at all (first_k_dense covers the model)
+            return []
+        if len(t.rows) == 1:
+            return [t.rows.row(0)]
+        return [t.rows.row(int(i)) for i in t.entry.ravel()]
 
     def route(self, layer: int, mb: int) -> RouterLoads:
-        rng = rng_for(self.seed, layer, mb)
-        return route(self.moe, self.tokens * self.ep, rng)
+        """The loads (layer, micro-batch ``mb``) sees."""
+        return self.table.rows.row(self.table.index(layer, mb))
+
+    def mean_imbalance(self) -> dict[str, float]:
+        """:meth:`RouterLoads.imbalance` averaged over every (layer, micro-batch) pair
+        (empty without MoE layers)."""
+        uses = self.table.uses()
+        if not uses.sum():
+            return {}
+        weight = uses / uses.sum()
+        return {k: float((weight * v).sum())
+                for k, v in self.table.rows.imbalance(self.ep).items()}
+
+    def kept_totals(self) -> tuple[int, int, int]:
+        """``(kept, routed, pairs)``: assignments kept and routed, summed over every
+        (layer, micro-batch) pair of the step, and the number of pairs."""
+        t = self.table
+        pairs = t.entry.size
+        kept = int((t.uses() * t.rows.kept_tokens.sum(axis=1)).sum())
+        return kept, pairs * t.rows.total_assignments, pairs
 
     def _shared_seconds(self, ffn_t: float, T: float) -> float:
         """Forward seconds of the shared expert's GEMMs (what shared-expert overlap hides)."""
@@ -125,11 +167,26 @@ class MoECost:
                 + gemm_time(T, self.h, ffn_t, gpu, dt))
 
     def expert_seconds(self, kept: np.ndarray, backward: bool) -> np.ndarray:
-        """Grouped-GEMM seconds per EP rank for per-expert kept assignments ``kept``.
+        """Grouped-GEMM seconds per EP rank for per-expert kept assignments ``kept``
+        (``[E]`` -> ``[ep]``, or many draws ``[n, E]`` -> ``[n, ep]``): the experts'
+        seconds (:meth:`_expert_kernels`) summed over each rank's contiguous experts."""
+        kept = np.asarray(kept)
+        lo, hi = (int(kept.min()), int(kept.max())) if kept.size else (0, 0)
+        if hi - lo + 1 < kept.size // 4:  # few distinct counts: cost each one once (same values)
+            per_expert = self._expert_kernels(np.arange(lo, hi + 1))[kept - lo]
+        else:
+            per_expert = self._expert_kernels(kept)
+        per_expert = per_expert * (2.0 if backward else 1.0)
+        per_rank = per_expert.reshape(*per_expert.shape[:-1], self.ep,
+                                      per_expert.shape[-1] // self.ep)
+        return per_rank.sum(axis=-1) + self.topo.gpu.kernel_overhead_s
 
-        Each expert's GEMMs at their own shape's efficiency, one kernel per expert and
-        linear (``kernel_overhead_s``), FP8 quantisation of each expert's inputs
-        (read bf16 + write fp8 per element) under an FP8 recipe, and the activation.
+    def _expert_kernels(self, kept: np.ndarray) -> np.ndarray:
+        """Forward seconds of one expert holding ``kept`` assignments (elementwise).
+
+        Its GEMMs at their own shape's efficiency, one kernel per expert and linear
+        (``kernel_overhead_s``), FP8 quantisation of its inputs (read bf16 + write fp8 per
+        element) under an FP8 recipe, and the activation.
         """
         gpu = self.topo.gpu
         dtype = "fp8" if self.fp8 else "bf16"
@@ -145,8 +202,7 @@ class MoECost:
             if self.fp8:
                 total += mm * kk * 3.0 / bw + gpu.kernel_overhead_s
         act = n * f * 2 * (3 if self.glu else 2) / bw
-        per_expert = (total + act) * (2.0 if backward else 1.0)
-        return per_expert.reshape(self.ep, -1).sum(axis=1) + gpu.kernel_overhead_s
+        return total + act
 
     @property
     def deterministic(self) -> bool:
@@ -154,12 +210,34 @@ class MoECost:
         return self.moe.router_load == "uniform"
 
     def part(self, layer: int, mb: int, backward: bool) -> MoEPart:
-        key = (0, 0) if self.deterministic else (layer, mb)
+        """The MoE part of ``layer`` for micro-batch ``mb`` (for every micro-batch at once:
+        :meth:`stacked` and :mod:`.moe_plan`)."""
+        idx = self.table.index(layer, mb)
+        key = (idx, backward)
         if key not in self._cache:
-            loads = self.route(layer, mb)
-            experts = self.expert_seconds(loads.kept_tokens, False)
-            self._cache[key] = self._costs(loads, float(experts.max()))
-        return self._cache[key][1 if backward else 0]
+            fields = self.cost_rows()[1 if backward else 0]
+            self._cache[key] = MoEPart(loads=self.table.rows.row(idx),
+                                       **{k: float(v[idx]) for k, v in fields.items()})
+        return self._cache[key]
+
+    def stacked(self, backward: bool) -> np.ndarray:
+        """The pool's part fields stacked ``[field, draw]`` in :data:`PART_FIELDS` order
+        (``stacked(b)[:, table.entry]``: every (layer, micro-batch) at once)."""
+        key = ("stacked", backward)
+        if key not in self._cache:
+            fields = self.cost_rows()[1 if backward else 0]
+            self._cache[key] = np.stack([fields[k] for k in PART_FIELDS])
+        return self._cache[key]
+
+    def cost_rows(self, rows: LoadRows | None = None
+                  ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Forward and backward :class:`MoEPart` fields of every draw of ``rows`` (default:
+        the step's pool, cached), arrays ``[n]``: see :meth:`_costs`."""
+        if rows is not None:
+            return self._costs(rows)
+        if "rows" not in self._cache:
+            self._cache["rows"] = self._costs(self.table.rows)
+        return self._cache["rows"]
 
     def _local(self) -> tuple[float, float]:
         """(router, permute + unpermute) forward seconds on one rank."""
@@ -170,9 +248,11 @@ class MoECost:
         permute = 2 * memory_time((1 + k) * T * self.h * e, gpu)
         return router, permute
 
-    def _costs(self, loads: RouterLoads, experts: float) -> tuple[MoEPart, MoEPart]:
+    def _costs(self, rows: LoadRows) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Forward and backward seconds of each draw (module docs), numpy over the draws."""
         gpu = self.topo.gpu
-        d_f, c_f = self.dispatcher.times(loads, 1.0 if self.fp8 else 2.0, 2.0)
+        experts = self.expert_seconds(rows.kept_tokens, False).max(axis=-1)
+        d_f, c_f = self.dispatcher.times(rows, 1.0 if self.fp8 else 2.0, 2.0)
         d_b = c_b = c_f  # backward: both exchanges carry bf16 gradients
         router, permute = self._local()
         comp_f = experts + router + permute
@@ -193,26 +273,28 @@ class MoECost:
         fwd = forward_cost(base_f + router, experts + permute + exp_f, host_a, host_b,
                            self.synced)
         bwd = backward_cost(base_b + comp_b + exp_b, BACKWARD_FACTOR * (host_a + host_b))
-        return (self._part(loads, fwd.duration - base_f, comp_f, exp_f, d_f, c_f, experts,
-                           router, permute, fwd.stall, fwd.host),
-                self._part(loads, bwd.duration - base_b, comp_b, exp_b, d_b, c_b,
-                           BACKWARD_FACTOR * experts, BACKWARD_FACTOR * router,
-                           BACKWARD_FACTOR * permute, bwd.stall, bwd.host))
+        size = len(rows)
+        return (_fields(size, fwd.duration - base_f, comp_f, exp_f, d_f, c_f, experts, router,
+                        permute, fwd.stall, fwd.host),
+                _fields(size, bwd.duration - base_b, comp_b, exp_b, d_b, c_b,
+                        BACKWARD_FACTOR * experts, BACKWARD_FACTOR * router,
+                        BACKWARD_FACTOR * permute, bwd.stall, bwd.host))
 
-    @staticmethod
-    def _part(loads, duration, compute, exposed, dispatch, combine, experts, router, permute,
-              stall, host) -> MoEPart:
-        return MoEPart(duration=duration, compute=compute, exposed_ep=exposed,
-                       dispatch=dispatch, combine=combine, experts=experts, loads=loads,
-                       permute=permute, router=router,
-                       hidden_ep=max(0.0, dispatch + combine - exposed), host_stall=stall,
-                       host=host)
+
+def _fields(size, duration, compute, exposed, dispatch, combine, experts, router, permute,
+            stall, host) -> dict[str, np.ndarray]:
+    """:class:`MoEPart` fields as arrays ``[size]`` (scalars broadcast)."""
+    vals = {"duration": duration, "compute": compute, "exposed_ep": exposed,
+            "dispatch": dispatch, "combine": combine, "experts": experts, "permute": permute,
+            "router": router, "hidden_ep": np.maximum(0.0, dispatch + combine - exposed),
+            "host_stall": stall, "host": host}
+    return {k: np.broadcast_to(np.asarray(v, dtype=float), (size,)) for k, v in vals.items()}
 
 
 def _exposed(comm: float, hiding: float, kappa: float) -> float:
     """Critical-path seconds of ``comm`` overlapped with ``hiding`` seconds of compute
     (as :func:`simulator.workload.cost._exposed`)."""
-    return max(0.0, comm - hiding) + kappa * min(comm, hiding)
+    return np.maximum(0.0, comm - hiding) + kappa * np.minimum(comm, hiding)
 
 
 def _router_gemm(tokens: float, experts: int, h: int, gpu) -> float:
@@ -224,9 +306,13 @@ EP_KEYS = ("dispatch", "combine", "permute", "router", "expert_gemm", "exposed",
            "host_stall")
 
 
+def ep_values(part: MoEPart) -> tuple:
+    """A part's fields in :data:`EP_KEYS` order (floats, or arrays over micro-batches)."""
+    return (part.dispatch, part.combine, part.permute, part.router, part.experts,
+            part.exposed_ep, part.hidden_ep, part.host_stall)
+
+
 def add_ep_breakdown(acc: dict[str, float], part: MoEPart, weight: float = 1.0) -> None:
     """Accumulate one MoE part into an ``ep_breakdown_s`` dict (seconds, :data:`EP_KEYS`)."""
-    vals = (part.dispatch, part.combine, part.permute, part.router, part.experts,
-            part.exposed_ep, part.hidden_ep, part.host_stall)
-    for k, v in zip(EP_KEYS, vals, strict=True):
+    for k, v in zip(EP_KEYS, ep_values(part), strict=True):
         acc[k] = acc.get(k, 0.0) + v * weight

@@ -28,6 +28,7 @@ from .context import make_attention
 from .cost import CostContext, Phase, TimedOp, cost_ops
 from .layout import group_layout, strides
 from .moe_layer import MoECost, MoEPart, add_ep_breakdown
+from .moe_plan import ChunkBase, add_moe_parts
 from .ops import (
     Op,
     backward_of,
@@ -148,8 +149,14 @@ class _Builder:
             return None
         return self.shape.first(s, c), self.shape.last(s, c), len(self.shape.layer_ids(s, c))
 
-    def chunk(self, s: int, c: int, mb: int, first: bool, last: bool, ops: bool):
-        """(forward, backward, W seconds) of chunk c on stage s for micro-batch mb."""
+    def chunk(self, s: int, c: int, mb: int, first: bool, last: bool, ops: bool,
+              moe_layers: list[tuple[int, bool, bool]] | None = None):
+        """(forward, backward, W seconds) of chunk c on stage s for micro-batch mb.
+
+        With a ``moe_layers`` list (collect mode, ``mb`` unused): the chunk without its
+        routed-expert parts, which :mod:`.moe_plan` adds for every micro-batch at once;
+        each MoE layer is appended as ``(layer, forward re-run in backward, counted in
+        W)`` and the W seconds are returned before the ``min`` with the backward."""
         w = self.w
         f, b = Phase(), Phase()
         self.ep_parts = []
@@ -168,6 +175,12 @@ class _Builder:
             self._dense(f, b, dense_run, plain_run, ops)
             wg += self.w_dense * (dense_run + plain_run)
             dense_run = plain_run = 0
+            if moe_layers is not None:  # collect mode: the parts are added by moe_plan
+                moe_layers.append((layer, self.recompute_moe and redo, True))
+                wg += self.w_moe_base
+                f.extend(self.moe_base[0], ops=ops)
+                b.extend(self.moe_base[1] if redo else self.moe_plain_bwd, ops=ops)
+                continue
             fp, bp = self.moe.part(layer, mb, False), self.moe.part(layer, mb, True)
             self.ep_parts += [fp, bp]
             wg += self.w_moe_base + bp.experts / 2
@@ -183,19 +196,23 @@ class _Builder:
         if moved and self.offload is not None:
             f.extend(self.offload[0], moved, ops), b.extend(self.offload[1], moved, ops)
         if last:
-            self._mtp(f, b, mb, ops)
+            self._mtp(f, b, mb, ops, moe_layers)
             f.extend(self.output[0], ops=ops)
         if first:
             b.extend(self.embed[1], ops=ops)
-        return f, b, min(wg, b.duration)
+        return f, b, wg if moe_layers is not None else min(wg, b.duration)
 
-    def _mtp(self, f: Phase, b: Phase, mb: int, ops: bool) -> None:
+    def _mtp(self, f: Phase, b: Phase, mb: int, ops: bool,
+             moe_layers: list[tuple[int, bool, bool]] | None) -> None:
         """Multi-token-prediction modules on the last chunk: each one more decoder layer
         of the last layer's kind and one more output layer + loss (DeepSeek-V3 sec. 2.2)."""
         m = self.w.model
         for k in range(m.mtp_num_layers):
             layer = m.num_layers + k
-            if self.moe is not None and is_moe_layer(m.moe, layer):
+            if self.moe is not None and is_moe_layer(m.moe, layer) and moe_layers is not None:
+                moe_layers.append((layer, False, False))  # collect mode: parts added by moe_plan
+                f.extend(self.moe_base[0], ops=ops), b.extend(self.moe_base[1], ops=ops)
+            elif self.moe is not None and is_moe_layer(m.moe, layer):
                 fp, bp = self.moe.part(layer, mb, False), self.moe.part(layer, mb, True)
                 self.ep_parts += [fp, bp]
                 f.extend(self.moe_base[0], ops=ops), f.extend(_moe_phase(fp, ops), ops=ops)
@@ -232,35 +249,45 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
     phases: dict[tuple[str, int, int], Phase] = {}
     totals = [dict.fromkeys(AXES, 0.0) for _ in range(P)]
     ep_totals: list[dict[str, float]] = [{} for _ in range(P)]
-    varies = bld.moe is not None and not bld.moe.deterministic  # per micro-batch draws
+    # per micro-batch router draws (and MoE layers to draw for)
+    varies = bld.moe is not None and not bld.moe.deterministic and bool(bld.moe.table.layer_row)
+    pending: list[ChunkBase] = []
     costed: dict[tuple, tuple[Phase, Phase, float]] = {}  # chunks alike (read-only phases)
     for s in range(P):
         for c in range(V):
             first, last = bld.shape.first(s, c), bld.shape.last(s, c)
             mbs = list(all_runs[s][c])
+            if varies:  # per micro-batch draws: the chunk without them, parts added below
+                if ops:  # op timelines of the first micro-batch
+                    phases[("F", s, c)], phases[("B", s, c)] = bld.chunk(s, c, mbs[0], first,
+                                                                         last, ops=True)[:2]
+                layers: list[tuple[int, bool, bool]] = []
+                f, b, wg = bld.chunk(s, c, mbs[0], first, last, ops=False, moe_layers=layers)
+                pending.append(ChunkBase(s, c, mbs, f, b, wg, layers))
+                continue
+            # a chunk that forwards every micro-batch: a basic slice (fancy indexing is slow)
+            sl = slice(None) if len(mbs) == M else mbs
             kind = bld.chunk_kind(s, c)
-            for k, mb in enumerate(mbs if varies else mbs[:1]):
-                with_ops = k == 0 and ops
-                hit = costed.get((kind, with_ops)) if kind is not None else None
-                if hit is None:
-                    hit = bld.chunk(s, c, mb, first, last, ops=with_ops)
-                    if kind is not None:
-                        costed[(kind, with_ops)] = hit
-                f, b, wg = hit
-                if k == 0:
-                    phases[("F", s, c)], phases[("B", s, c)] = f, b
-                # a chunk that forwards every micro-batch: a basic slice (fancy indexing is slow)
-                sl = mb if varies else slice(None) if len(mbs) == M else mbs
-                fwd[s, c, sl], bwd[s, c, sl], wgrad[s, c, sl] = f.duration, b.duration, wg
-                fwd_ep[s, c, sl], bwd_ep[s, c, sl] = f.exposed.get("ep", 0.0), \
-                    b.exposed.get("ep", 0.0)
-                weight = 1 if varies else len(mbs)
-                for part in bld.ep_parts:
-                    add_ep_breakdown(ep_totals[s], part, weight)
-                for ph in (f, b):
-                    totals[s]["compute"] += ph.compute * weight
-                    for axis in ("tp", "cp", "ep"):
-                        totals[s][axis] += ph.exposed.get(axis, 0.0) * weight
+            hit = costed.get(kind) if kind is not None else None
+            if hit is None:
+                hit = bld.chunk(s, c, mbs[0], first, last, ops=ops)
+                if kind is not None:
+                    costed[kind] = hit
+            f, b, wg = hit
+            phases[("F", s, c)], phases[("B", s, c)] = f, b
+            fwd[s, c, sl], bwd[s, c, sl], wgrad[s, c, sl] = f.duration, b.duration, wg
+            fwd_ep[s, c, sl], bwd_ep[s, c, sl] = f.exposed.get("ep", 0.0), \
+                b.exposed.get("ep", 0.0)
+            weight = len(mbs)
+            for part in bld.ep_parts:
+                add_ep_breakdown(ep_totals[s], part, weight)
+            for ph in (f, b):
+                totals[s]["compute"] += ph.compute * weight
+                for axis in ("tp", "cp", "ep"):
+                    totals[s][axis] += ph.exposed.get(axis, 0.0) * weight
+    if pending:
+        add_moe_parts(bld.moe, pending, (fwd, bwd, wgrad, fwd_ep, bwd_ep), totals, ep_totals,
+                      None if ops else phases)
     params = list(bld.shape.params)
     notes = [bld.part.note] if "even split" not in bld.part.note else []
     imbalance = {}
@@ -279,10 +306,9 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
 
 def _moe_imbalance(moe: MoECost) -> dict[str, float]:
     """Mean over every simulated (layer, micro-batch) draw of the router figures."""
-    figs = [loads.imbalance(moe.ep) for loads in moe.draws()]
-    if not figs:
+    mean = moe.mean_imbalance()
+    if not mean:
         return {}
-    mean = {k: float(np.mean([f[k] for f in figs])) for k in figs[0]}
     return {"ep_expert_max_over_mean": mean["expert_max_over_mean"],
             "ep_rank_max_over_mean": mean["rank_max_over_mean"],
             "ep_dropped_fraction": mean["dropped_fraction"],

@@ -1,0 +1,151 @@
+"""Routed-expert parts of every chunk and micro-batch at once (router draws that vary).
+
+With skewed or traced routing each (MoE layer, micro-batch) has its own router draw
+(:mod:`.moe_draws`), so a chunk's phases differ per micro-batch. A phase time is a sum
+of op times: the chunk's other ops (dense layers, the attention and shared expert of
+its MoE layers, embedding, output, offload waits) are the same for every micro-batch
+and are costed once (:meth:`simulator.workload.plan._Builder.chunk` in collect mode);
+the routed-expert parts (:class:`~.moe_layer.MoEPart`: dispatch, experts, combine, host
+stalls) add, per micro-batch, the sum over the chunk's MoE layers of the parts of their
+draws. A chunk's MoE layers are consecutive, and so are their rows of the draw table
+(MoE layers in order, MTP last): the sums are one gather of the parts' fields
+``[field, layer, micro-batch]`` and a sum over each chunk's slice of layers.
+
+The forward of a MoE layer adds its forward part, the backward its backward part and,
+when the layer's forward is recomputed (``recompute_modules`` moe, or full), its
+forward part again; the W step (B/W-split schedules) gets half the backward expert
+GEMMs of the decoder MoE layers (not the MTP ones), as in the per-micro-batch costing.
+Seconds throughout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .cost import Phase
+from .moe_layer import EP_KEYS, PART_FIELDS, MoECost
+
+_FIELD = {k: i for i, k in enumerate(PART_FIELDS)}
+_EP_FIELDS = [_FIELD[k] for k in ("dispatch", "combine", "permute", "router", "experts",
+                                  "exposed_ep", "hidden_ep", "host_stall")]  # EP_KEYS order
+_PHASE_FIELDS = [_FIELD[k] for k in ("duration", "compute", "exposed_ep", "experts")]
+D, C, X, E = range(4)  # positions in _PHASE_FIELDS
+
+
+@dataclass(frozen=True)
+class ChunkBase:
+    """One chunk costed without its routed-expert parts (collect mode)."""
+
+    s: int
+    c: int
+    mbs: list[int]  # micro-batches the chunk runs
+    f: Phase  # forward without the MoE parts
+    b: Phase  # backward without the MoE parts
+    wg: float  # W seconds without the experts' share
+    layers: list[tuple[int, bool, bool]]  # (MoE layer, forward re-run in backward, in W)
+
+
+def chunk_sums(moe: MoECost, chunks: list[ChunkBase]) -> tuple[np.ndarray, ...]:
+    """Per chunk and micro-batch, the duration, compute, exposed EP and expert seconds of
+    the chunk's MoE layers summed: forward, backward and re-run forward ``[4, chunk,
+    micro-batch]`` (fields :data:`D`, :data:`C`, :data:`X`, :data:`E`), and the W seconds
+    ``[chunk, micro-batch]``."""
+    table = moe.table
+    n = table.entry.shape[0]
+    span = np.zeros((len(chunks), 2), dtype=np.int64)  # [lo, hi) rows of each chunk
+    rerun, counted = np.zeros(n), np.zeros(n)
+    for i, ch in enumerate(chunks):
+        rows = [table.layer_row[x[0]] for x in ch.layers]
+        if rows:
+            span[i] = rows[0], rows[-1] + 1
+            assert span[i, 1] - span[i, 0] == len(rows), "a chunk's MoE layers are consecutive"
+        for row, (_, again, in_w) in zip(rows, ch.layers, strict=True):
+            rerun[row], counted[row] = again, in_w
+    per_draw = np.concatenate([moe.stacked(False)[_PHASE_FIELDS],
+                               moe.stacked(True)[_PHASE_FIELDS]])  # [fwd 4 + bwd 4, K]
+    parts = per_draw[:, table.entry]  # [8, layer, micro-batch]
+
+    def sums(g: np.ndarray) -> np.ndarray:  # [fields, layer, mb] -> [fields, chunk, mb]
+        out = np.zeros((g.shape[0], len(chunks), g.shape[2]))
+        for i, (lo, hi) in enumerate(span.tolist()):
+            if hi > lo:
+                np.sum(g[:, lo:hi], axis=1, out=out[:, i])
+        return out
+
+    both = sums(parts)
+    mf, mb = both[:4], both[4:]
+    mr = mf if rerun.all() else sums(parts[:4] * rerun[:, None])
+    mw = mb[E] if counted.all() else sums(parts[4 + E:5 + E] * counted[:, None])[0]
+    return mf, mb, mr, mw / 2
+
+
+def stage_draw_uses(moe: MoECost, chunks: list[ChunkBase], runs: np.ndarray,
+                    stages: int) -> np.ndarray:
+    """How often each stage's forward (and backward) uses each pool draw, ``[stage, K]``:
+    one count per (MoE layer, micro-batch) the stage runs (``runs[chunk, mb]``)."""
+    table = moe.table
+    k = len(table.rows)
+    stage_of = np.zeros(table.entry.shape[0], dtype=np.int64)  # each layer sits in one chunk
+    layer_runs = np.zeros(table.entry.shape, dtype=bool)
+    for i, ch in enumerate(chunks):
+        rows = [table.layer_row[x[0]] for x in ch.layers]
+        stage_of[rows] = ch.s
+        layer_runs[rows] = runs[i]
+    keys = (stage_of[:, None] * k + table.entry)[layer_runs]
+    return np.bincount(keys, minlength=stages * k).reshape(stages, k).astype(float)
+
+
+def add_moe_parts(moe: MoECost, chunks: list[ChunkBase], tables: tuple[np.ndarray, ...],
+                  totals: list[dict[str, float]], ep_totals: list[dict[str, float]],
+                  phases: dict[tuple[str, int, int], Phase] | None) -> None:
+    """Fill the engine's ``(fwd, bwd, wgrad, fwd_ep, bwd_ep)`` ``[s, c, mb]`` tables, the
+    stage totals and the EP breakdown (forward and backward parts of every layer and
+    micro-batch) for ``chunks``; with ``phases``, also each chunk's first-micro-batch
+    phases (no op timelines). Numpy over chunks and micro-batches."""
+    mf, mb, mr, mw = chunk_sums(moe, chunks)
+    stage = np.array([ch.s for ch in chunks])
+    sc = (stage, np.array([ch.c for ch in chunks]))  # each (stage, chunk) once
+    runs = np.zeros(mw.shape, dtype=bool)  # [chunk, mb]: the micro-batches it runs
+    for i, ch in enumerate(chunks):
+        runs[i, slice(None) if len(ch.mbs) == runs.shape[1] else ch.mbs] = True
+
+    def base(get) -> np.ndarray:
+        return np.array([get(ch) for ch in chunks])[:, None]
+
+    dur_f = base(lambda ch: ch.f.duration) + mf[D]
+    dur_b = base(lambda ch: ch.b.duration) + mb[D] + mr[D]
+    ep_f = base(lambda ch: ch.f.exposed.get("ep", 0.0)) + mf[X]
+    ep_b = base(lambda ch: ch.b.exposed.get("ep", 0.0)) + mb[X] + mr[X]
+    wg = np.minimum(base(lambda ch: ch.wg) + mw, dur_b)
+    for table, value in zip(tables, (dur_f, dur_b, wg, ep_f, ep_b), strict=True):
+        table[sc] = np.where(runs, value, 0.0)
+    per_chunk = {
+        "compute": base(lambda ch: ch.f.compute + ch.b.compute) + mf[C] + mb[C] + mr[C],
+        "tp": base(lambda ch: ch.f.exposed.get("tp", 0.0) + ch.b.exposed.get("tp", 0.0)),
+        "cp": base(lambda ch: ch.f.exposed.get("cp", 0.0) + ch.b.exposed.get("cp", 0.0)),
+        "ep": ep_f + ep_b}
+    for axis, value in per_chunk.items():
+        chunk_total = (np.broadcast_to(value, runs.shape) * runs).sum(axis=1)
+        for s, v in zip(stage.tolist(), chunk_total.tolist(), strict=True):
+            totals[s][axis] += v
+    parts = (moe.stacked(False) + moe.stacked(True))[_EP_FIELDS]  # [key, K]
+    per_stage = stage_draw_uses(moe, chunks, runs, len(totals)) @ parts.T  # [stage, key]
+    for s in sorted(set(stage.tolist())):
+        for k, v in zip(EP_KEYS, per_stage[s].tolist(), strict=True):
+            ep_totals[s][k] = ep_totals[s].get(k, 0.0) + v
+    if phases is not None:
+        for i, ch in enumerate(chunks):
+            first = ch.mbs[0]
+            phases[("F", ch.s, ch.c)] = _first(ch.f, mf[:, i, first])
+            phases[("B", ch.s, ch.c)] = _first(ch.b, mb[:, i, first] + mr[:, i, first])
+
+
+def _first(base: Phase, extra: np.ndarray) -> Phase:
+    """The first micro-batch's phase: ``base`` plus its MoE part ``extra`` (D, C, X, E)."""
+    exposed = dict(base.exposed)
+    exposed["ep"] = exposed.get("ep", 0.0) + float(extra[X])
+    return Phase(duration=base.duration + float(extra[D]),
+                 compute=base.compute + float(extra[C]), exposed=exposed, flops=base.flops,
+                 model_flops=base.model_flops)
