@@ -57,7 +57,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..config import TopologyConfig, Workload
-from ..engine import EngineInput, run_engine
+from ..engine import EngineInput, NullRecorder, run_engine
 
 STEP_STREAM = 0x5354  # SeedSequence spawn-key tag of the step draws ("ST")
 _Z = np.linspace(-9.0, 12.0, 8401)  # grid of standard-normal values for max-of-N tables
@@ -105,6 +105,11 @@ class Variability:
     def slow_probability(self) -> float:
         """Probability that a stage's nodes include a slow one: 1 - (1 - f)^k."""
         return 1.0 - (1.0 - self.slow_fraction) ** self.stage_nodes
+
+
+def replay(inp: EngineInput) -> float:
+    """Step time (s) of one replay, records not kept (the engine's fast path)."""
+    return run_engine(inp, NullRecorder()).step_time
 
 
 def expected_max_lognormal(sigma: float, n: int) -> float:
@@ -164,21 +169,20 @@ def expected_step(inp: EngineInput, v: Variability) -> float:
     a pipeline, so one slow node slows the whole step). Host noise: its exact mean
     ``host_noise_s * H_J``."""
     if v.zero:
-        return run_engine(inp).step_time
+        return replay(inp)
     jit = expected_max_lognormal(v.sigma, v.peers)
     wait = v.barrier_s
 
-    def replay(factor: float) -> float:
+    def scaled(factor: float) -> float:
         stage = np.full(inp.fwd.shape[0], factor)
         per = stage[:, None, None]
-        return run_engine(perturb(inp, np.broadcast_to(per, inp.fwd.shape),
-                                  np.broadcast_to(per, inp.bwd.shape), stage,
-                                  wait, wait)).step_time
+        return replay(perturb(inp, np.broadcast_to(per, inp.fwd.shape),
+                              np.broadcast_to(per, inp.bwd.shape), stage, wait, wait))
 
-    step = replay(jit)
+    step = scaled(jit)
     p_any = 1.0 - (1.0 - v.slow_fraction) ** v.job_nodes
     if p_any > 0 and v.slowdown > 0:
-        step = (1.0 - p_any) * step + p_any * replay(jit * (1.0 + v.slowdown))
+        step = (1.0 - p_any) * step + p_any * scaled(jit * (1.0 + v.slowdown))
     return step + v.host_noise_s * harmonic(v.job_nodes)
 
 
@@ -201,7 +205,7 @@ def sample_step(inp: EngineInput, v: Variability, rng: np.random.Generator) -> f
     if v.barrier_s:
         wait_f = max_exponential(v.sync_noise_s, v.barrier_peers, rng.random(inp.fwd.shape))
         wait_b = max_exponential(v.sync_noise_s, v.barrier_peers, rng.random(inp.bwd.shape))
-    step = run_engine(perturb(inp, fwd * per, bwd * per, stage, wait_f, wait_b)).step_time
+    step = replay(perturb(inp, fwd * per, bwd * per, stage, wait_f, wait_b))
     host = float(max_exponential(v.host_noise_s, v.job_nodes, np.array(u_h)))
     return step + host
 
@@ -217,7 +221,7 @@ def max_exponential(mean: float, n: int, u: np.ndarray) -> np.ndarray:
 def sample_steps(inp: EngineInput, v: Variability, seed: int, steps: int) -> np.ndarray:
     """``steps`` seeded Monte-Carlo step times (s); step i always uses the same stream."""
     if v.zero:
-        return np.full(steps, run_engine(inp).step_time)
+        return np.full(steps, replay(inp))
     return np.array([sample_step(inp, v, step_rng(seed, i)) for i in range(steps)])
 
 
@@ -235,7 +239,7 @@ class StepDistribution:
 
 def step_distribution(inp: EngineInput, v: Variability, seed: int, steps: int
                       ) -> StepDistribution:
-    ideal = run_engine(inp).step_time
+    ideal = replay(inp)
     draws = sample_steps(inp, v, seed, steps)
     return StepDistribution(ideal_s=ideal, mean_s=expected_step(inp, v),
                             p50_s=float(np.percentile(draws, 50)),
