@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..moe import capacity
+from ..workload.moe_draws import draw_table, moe_layers
 from .figures import COLORS, new_figure, wrap_title
 
 
@@ -85,9 +87,6 @@ def expert_loads(w: Any, layer: int | None = None, microbatch: int = 0) -> dict[
 
     Returns ``{"loads": RouterLoads, "tokens", "layer", "capacity", "ep"}``.
     """
-    from ..moe import capacity
-    from ..workload.moe_draws import draw_table, moe_layers
-
     moe = w.model.moe
     if moe is None:
         raise ConfigError("model.moe", None,
