@@ -1,0 +1,126 @@
+"""The counting replay: :mod:`.replay`'s recurrence with nothing but the times in its loop.
+
+When nobody reads the records (a :class:`~.records.NullRecorder`) and no step runs as a
+fused F&B pair, a stage's replay is the bare list-scheduling recurrence::
+
+    now = max(now, arrival of the step's input) + duration                  # compute
+    link = max(now, link) + p2p;  arrival of its output = now + (link - now)  # a send
+
+Everything else :mod:`.replay` computes per step is a function of the step list and the
+durations alone, or of a handful of times, so it leaves the loop:
+
+* the record count: one per step plus one per send over a link (known from the route);
+* ``busy`` (the sum of the durations) and ``warmup_fwd`` (of the forwards before the
+  first backward): the same additions in the same order, after the loop;
+* ``first_start``: the first step starts at ``max(0, arrival of its input)``.
+
+What stays is the clock, the p2p wait (``max(0, now' - max(now, producer end))``, the
+same expression), the link, the arrivals and the gradient-bucket releases; an input's
+arrival is kept in two flat lists (its time, and its producer's end) instead of a tuple
+per input. Every float comes from the same operations as in :mod:`.replay` (and so as in
+SimPy): the results are identical, not merely close (``tests/test_engine_lean.py``
+compares every statistic on dense, MoE, interleaved and zero-bubble plans).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+
+class Facts(NamedTuple):
+    """One stage's step list as the counting loop reads it (times excluded)."""
+
+    wait: list[int]  # the key of the input a step waits for, -1 if none
+    dst: list[int]  # the key of the input its output becomes, -1 if none
+    local: list[bool]  # that output is handed over on the same stage (no link)
+    rel: list[int]  # the chunk whose gradient buckets the step releases, -1 if none
+    warm: list[int]  # the forwards before the first backward (``warmup_fwd``)
+    records: int  # records the full replay would count: steps and link sends
+
+
+def compile_facts(phases: list[str], wait: list, rel: list[int], dst: list) -> Facts:
+    """:class:`Facts` from :func:`.replay._compile`'s per-step lists (unfused stages)."""
+    first_b = phases.index("B") if "B" in phases else len(phases)
+    sends = [-1 if d is None else d[2] for d in dst]
+    local = [d is not None and d[1] for d in dst]
+    return Facts([-1 if k is None else k for k in wait], sends, local, list(rel),
+                 [i for i in range(first_b) if phases[i] == "F"],
+                 len(phases) + sum(k >= 0 and not loc for k, loc in zip(sends, local)))
+
+
+def replay(sim: Any, steps: list, facts: list[Facts], durs: list[list[float]]) -> None:
+    """Run every stage of ``sim`` to its end or until it deadlocks (as
+    :func:`.replay.replay_all`, which hands over here when the records are only counted)."""
+    p = sim.p
+    size = 2 * sim.inp.fwd.shape[2] * sim.inp.fwd.shape[1] * p
+    at: list[float | None] = [None] * size  # an input's arrival
+    produced = [0.0] * size  # and its producer's end (``pp_wait``)
+    waiters = [-1] * size
+    runnable = list(range(p - 1, -1, -1))
+    gens = [_stage(sim, s, steps[s], facts[s], durs[s], at, produced, waiters, runnable)
+            for s in range(p)]
+    while runnable:
+        s = runnable.pop()
+        key = next(gens[s], None)
+        if key is not None:
+            waiters[key] = s
+
+
+def _stage(sim: Any, s: int, steps, f: Facts, dur: list[float], arrive: list,
+           produced: list, waiters: list, runnable: list) -> Iterator[int]:
+    """One stage's steps; yields the key of an absent input, resumes once it arrived."""
+    st_ = sim.stats[s]
+    p2p, link, pp_wait, now = float(sim.inp.p2p[s]), sim.link_free[s], st_.pp_wait, 0.0
+    release = sim.release
+    for x, key, d, r, k, loc in zip(steps, f.wait, dur, f.rel, f.dst, f.local):
+        if key >= 0:
+            a = arrive[key]
+            if a is None:
+                sim.waiting[s] = x
+                yield key
+                a = arrive[key]
+            b = produced[key]
+            # pp_wait += max(0, now' - max(now, produced)), as in .replay (same floats)
+            late = (a if a > now else now) - (now if now >= b else b)
+            if a > now:
+                now = a
+            if late > 0.0:
+                pp_wait += late
+        if r >= 0:
+            release(s, r, now, d)
+        now += d
+        if k >= 0:
+            produced[k] = now
+            if loc:
+                arrive[k] = now
+            else:
+                t0 = now if now > link else link
+                link = t0 + p2p
+                arrive[k] = now + (link - now)
+            w = waiters[k]
+            if w >= 0:
+                waiters[k] = -1
+                runnable.append(w)
+    _finish(sim, s, f, dur, arrive, now, link, pp_wait)
+
+
+def _finish(sim: Any, s: int, f: Facts, dur: list[float], arrive: list, now: float,
+            link: float, pp_wait: float) -> None:
+    """The stage's statistics, as :func:`.replay._Stage.run` leaves them."""
+    st_ = sim.stats[s]
+    busy, warm = st_.busy, st_.warmup_fwd
+    for d in dur:
+        busy += d
+    for i in f.warm:
+        warm += dur[i]
+    if dur and st_.first_start < 0:
+        a = arrive[f.wait[0]] if f.wait[0] >= 0 else 0.0
+        st_.first_start = a if a > 0.0 else 0.0
+    st_.pp_wait, st_.busy, st_.warmup_fwd, st_.pipeline_end = pp_wait, busy, warm, now
+    sim.link_free[s] = link
+    sim.rec.count += f.records
+    sim.finished[s] = True
+    if not sim.inp.overlap_grad_reduce:
+        for c in range(sim.v):
+            sim.release(s, c, now, 0.0)
