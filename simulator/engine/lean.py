@@ -32,8 +32,8 @@ class Facts(NamedTuple):
     """One stage's step list as the counting loop reads it (times excluded)."""
 
     wait: list[int]  # the key of the input a step waits for, -1 if none
-    dst: list[int]  # the key of the input its output becomes, -1 if none
-    local: list[bool]  # that output is handed over on the same stage (no link)
+    dst: list[int]  # the key ``k`` of the input its output becomes: ``k`` sent over the
+    # link, ``-2 - k`` handed over on the same stage (the next chunk's), -1 no output
     rel: list[int]  # the chunk whose gradient buckets the step releases, -1 if none
     warm: list[int]  # the forwards before the first backward (``warmup_fwd``)
     records: int  # records the full replay would count: steps and link sends
@@ -42,11 +42,10 @@ class Facts(NamedTuple):
 def compile_facts(phases: list[str], wait: list, rel: list[int], dst: list) -> Facts:
     """:class:`Facts` from :func:`.replay._compile`'s per-step lists (unfused stages)."""
     first_b = phases.index("B") if "B" in phases else len(phases)
-    sends = [-1 if d is None else d[2] for d in dst]
-    local = [d is not None and d[1] for d in dst]
-    return Facts([-1 if k is None else k for k in wait], sends, local, list(rel),
+    sends = [-1 if d is None else -2 - d[2] if d[1] else d[2] for d in dst]
+    return Facts([-1 if k is None else k for k in wait], sends, list(rel),
                  [i for i in range(first_b) if phases[i] == "F"],
-                 len(phases) + sum(k >= 0 and not loc for k, loc in zip(sends, local)))
+                 len(phases) + sum(k >= 0 for k in sends))
 
 
 def replay(sim: Any, steps: list, facts: list[Facts], durs: list[list[float]]) -> None:
@@ -58,50 +57,56 @@ def replay(sim: Any, steps: list, facts: list[Facts], durs: list[list[float]]) -
     produced = [0.0] * size  # and its producer's end (``pp_wait``)
     waiters = [-1] * size
     runnable = list(range(p - 1, -1, -1))
-    gens = [_stage(sim, s, steps[s], facts[s], durs[s], at, produced, waiters, runnable)
+    gens = [_stage(sim, s, facts[s], durs[s], at, produced, waiters, runnable)
             for s in range(p)]
     while runnable:
         s = runnable.pop()
         key = next(gens[s], None)
         if key is not None:
             waiters[key] = s
+    for s in range(p):  # a deadlock: name the step that waits, as .replay does
+        if not sim.finished[s]:
+            sim.waiting[s] = steps[s][facts[s].wait.index(sim.waiting[s])]
 
 
-def _stage(sim: Any, s: int, steps, f: Facts, dur: list[float], arrive: list,
-           produced: list, waiters: list, runnable: list) -> Iterator[int]:
+def _stage(sim: Any, s: int, f: Facts, dur: list[float], arrive: list, produced: list,
+           waiters: list, runnable: list) -> Iterator[int]:
     """One stage's steps; yields the key of an absent input, resumes once it arrived."""
     st_ = sim.stats[s]
     p2p, link, pp_wait, now = float(sim.inp.p2p[s]), sim.link_free[s], st_.pp_wait, 0.0
-    release = sim.release
-    for x, key, d, r, k, loc in zip(steps, f.wait, dur, f.rel, f.dst, f.local):
+    release, wake = sim.release, runnable.append
+    for key, d, r, k in zip(f.wait, dur, f.rel, f.dst):
         if key >= 0:
             a = arrive[key]
             if a is None:
-                sim.waiting[s] = x
+                sim.waiting[s] = key  # a key until the stage ends (:func:`replay`)
                 yield key
                 a = arrive[key]
-            b = produced[key]
-            # pp_wait += max(0, now' - max(now, produced)), as in .replay (same floats)
-            late = (a if a > now else now) - (now if now >= b else b)
             if a > now:
+                # pp_wait += max(0, now' - max(now, produced)), as in .replay (same floats;
+                # with a <= now it adds nothing)
+                b = produced[key]
+                late = a - (now if now >= b else b)
                 now = a
-            if late > 0.0:
-                pp_wait += late
+                if late > 0.0:
+                    pp_wait += late
         if r >= 0:
             release(s, r, now, d)
         now += d
-        if k >= 0:
+        if k >= 0:  # over the link
             produced[k] = now
-            if loc:
-                arrive[k] = now
-            else:
-                t0 = now if now > link else link
-                link = t0 + p2p
-                arrive[k] = now + (link - now)
-            w = waiters[k]
-            if w >= 0:
-                waiters[k] = -1
-                runnable.append(w)
+            t0 = now if now > link else link
+            link = t0 + p2p
+            arrive[k] = now + (link - now)
+        elif k < -1:  # to the next chunk on this stage: handed over at once
+            k = -2 - k
+            produced[k] = arrive[k] = now
+        else:
+            continue
+        w = waiters[k]
+        if w >= 0:
+            waiters[k] = -1
+            wake(w)
     _finish(sim, s, f, dur, arrive, now, link, pp_wait)
 
 
