@@ -17,7 +17,9 @@ durations alone, or of a handful of times, so it leaves the loop:
 What stays is the clock, the p2p wait (``max(0, now' - max(now, producer end))``, the
 same expression), the link, the arrivals and the gradient-bucket releases; an input's
 arrival is kept in two flat lists (its time, and its producer's end) instead of a tuple
-per input. Every float comes from the same operations as in :mod:`.replay` (and so as in
+per input. And the stages are not run as a work list: the order in which the work list
+would run their steps depends on the schedule only (:mod:`.order`), so the replay is one
+loop over that order, every input produced before it is read. Every float comes from the same operations as in :mod:`.replay` (and so as in
 SimPy): the results are identical, not merely close (``tests/test_engine_lean.py``
 compares every statistic on dense, MoE, interleaved and zero-bubble plans).
 """
@@ -25,7 +27,11 @@ compares every statistic on dense, MoE, interleaved and zero-bubble plans).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import chain
+from operator import itemgetter
 from typing import Any, NamedTuple
+
+from .order import order
 
 
 class Facts(NamedTuple):
@@ -48,50 +54,45 @@ def compile_facts(phases: list[str], wait: list, rel: list[int], dst: list) -> F
                  len(phases) + sum(k >= 0 for k in sends))
 
 
-def replay(sim: Any, steps: list, facts: list[Facts], durs: list[list[float]]) -> None:
-    """Run every stage of ``sim`` to its end or until it deadlocks (as
-    :func:`.replay.replay_all`, which hands over here when the records are only counted)."""
-    p = sim.p
-    size = 2 * sim.inp.fwd.shape[2] * sim.inp.fwd.shape[1] * p
-    at: list[float | None] = [None] * size  # an input's arrival
+def replay(sim: Any, facts: list[Facts], durs: list[list[float]]) -> bool:
+    """Run every stage of ``sim`` to its end (as :func:`.replay.replay_all`, which hands
+    over here when the records are only counted); False, ``sim`` untouched, if the
+    schedule deadlocks (:mod:`.order`)."""
+    p, shape = sim.p, sim.inp.fwd.shape
+    size = 2 * shape[2] * shape[1] * p
+    plan = order(facts, size)
+    if plan is None:
+        return False
+    arrive = [0.0] * size  # an input's arrival (each is written before it is read)
     produced = [0.0] * size  # and its producer's end (``pp_wait``)
-    waiters = [-1] * size
-    runnable = list(range(p - 1, -1, -1))
-    gens = [_stage(sim, s, facts[s], durs[s], at, produced, waiters, runnable)
-            for s in range(p)]
-    while runnable:
-        s = runnable.pop()
-        key = next(gens[s], None)
-        if key is not None:
-            waiters[key] = s
-    for s in range(p):  # a deadlock: name the step that waits, as .replay does
-        if not sim.finished[s]:
-            sim.waiting[s] = steps[s][facts[s].wait.index(sim.waiting[s])]
-
-
-def _stage(sim: Any, s: int, f: Facts, dur: list[float], arrive: list, produced: list,
-           waiters: list, runnable: list) -> Iterator[int]:
-    """One stage's steps; yields the key of an absent input, resumes once it arrived."""
-    st_ = sim.stats[s]
-    p2p, link, pp_wait, now = float(sim.inp.p2p[s]), sim.link_free[s], st_.pp_wait, 0.0
-    release, wake = sim.release, runnable.append
-    for key, d, r, k in zip(f.wait, dur, f.rel, f.dst):
+    clock = [0.0] * p
+    links = list(sim.link_free)
+    waits = [st.pp_wait for st in sim.stats]
+    p2ps = [float(x) for x in sim.inp.p2p]
+    release = sim.release
+    flat = list(chain.from_iterable(durs))
+    flat.append(0.0)
+    s, now, link, pp_wait, p2p = 0, 0.0, links[0], waits[0], p2ps[0]
+    for key, d, k in zip(plan.wait, itemgetter(*plan.take)(flat), plan.dst):
         if key >= 0:
             a = arrive[key]
-            if a is None:
-                sim.waiting[s] = key  # a key until the stage ends (:func:`replay`)
-                yield key
-                a = arrive[key]
             if a > now:
-                # pp_wait += max(0, now' - max(now, produced)), as in .replay (same floats;
-                # with a <= now it adds nothing)
+                # pp_wait += max(0, now' - max(now, produced)), as in .replay (same
+                # floats; with a <= now it adds nothing)
                 b = produced[key]
                 late = a - (now if now >= b else b)
                 now = a
                 if late > 0.0:
                     pp_wait += late
-        if r >= 0:
-            release(s, r, now, d)
+        elif key < -1:  # a marker (:class:`.order.Order`)
+            code = -2 - key
+            if code >= p:
+                release(s, code - p, now, d)
+                continue
+            clock[s], links[s], waits[s] = now, link, pp_wait
+            s = code
+            now, link, pp_wait, p2p = clock[s], links[s], waits[s], p2ps[s]
+            continue
         now += d
         if k >= 0:  # over the link
             produced[k] = now
@@ -101,13 +102,10 @@ def _stage(sim: Any, s: int, f: Facts, dur: list[float], arrive: list, produced:
         elif k < -1:  # to the next chunk on this stage: handed over at once
             k = -2 - k
             produced[k] = arrive[k] = now
-        else:
-            continue
-        w = waiters[k]
-        if w >= 0:
-            waiters[k] = -1
-            wake(w)
-    _finish(sim, s, f, dur, arrive, now, link, pp_wait)
+    clock[s], links[s], waits[s] = now, link, pp_wait
+    for s in range(p):
+        _finish(sim, s, facts[s], durs[s], arrive, clock[s], links[s], waits[s])
+    return True
 
 
 def _finish(sim: Any, s: int, f: Facts, dur: list[float], arrive: list, now: float,
@@ -119,7 +117,7 @@ def _finish(sim: Any, s: int, f: Facts, dur: list[float], arrive: list, now: flo
         busy += d
     for i in f.warm:
         warm += dur[i]
-    if dur and st_.first_start < 0:
+    if dur:
         a = arrive[f.wait[0]] if f.wait[0] >= 0 else 0.0
         st_.first_start = a if a > 0.0 else 0.0
     st_.pp_wait, st_.busy, st_.warmup_fwd, st_.pipeline_end = pp_wait, busy, warm, now

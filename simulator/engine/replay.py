@@ -56,9 +56,8 @@ def replay_all(sim: Any) -> None:
     inp, p = sim.inp, sim.p
     compiled = [_Stage(sim, s) for s in range(p)]
     if type(sim.rec) is NullRecorder and all(c.facts is not None for c in compiled):
-        lean.replay(sim, [c.steps for c in compiled], [c.facts for c in compiled],
-                    [c.dur for c in compiled])
-        return
+        if lean.replay(sim, [c.facts for c in compiled], [c.dur for c in compiled]):
+            return
     data = _Data(inp)
     # an input's key is a number (:func:`_key`): its (arrival, producer end), its waiting stage
     size = 2 * inp.fwd.shape[2] * inp.fwd.shape[1] * p
