@@ -19,14 +19,15 @@ same expression), the link, the arrivals and the gradient-bucket releases; an in
 arrival is kept in two flat lists (its time, and its producer's end) instead of a tuple
 per input. And the stages are not run as a work list: the order in which the work list
 would run their steps depends on the schedule only (:mod:`.order`), so the replay is one
-loop over that order, every input produced before it is read. Every float comes from the same operations as in :mod:`.replay` (and so as in
-SimPy): the results are identical, not merely close (``tests/test_engine_lean.py``
-compares every statistic on dense, MoE, interleaved and zero-bubble plans).
+loop over that order, every input produced before it is read.
+
+Every float comes from the same operations as in :mod:`.replay` (and so as in SimPy):
+the results are identical, not merely close (``tests/test_engine_lean.py`` compares
+every statistic on dense, MoE, interleaved and zero-bubble plans).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from itertools import chain
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -73,7 +74,8 @@ def replay(sim: Any, facts: list[Facts], durs: list[list[float]]) -> bool:
     flat = list(chain.from_iterable(durs))
     flat.append(0.0)
     s, now, link, pp_wait, p2p = 0, 0.0, links[0], waits[0], p2ps[0]
-    for key, d, k in zip(plan.wait, itemgetter(*plan.take)(flat), plan.dst):
+    timed = itemgetter(*plan.take)(flat) if len(plan.take) > 1 else [flat[i] for i in plan.take]
+    for key, d, k in zip(plan.wait, timed, plan.dst, strict=True):
         if key >= 0:
             a = arrive[key]
             if a > now:

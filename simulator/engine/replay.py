@@ -55,9 +55,9 @@ def replay_all(sim: Any) -> None:
     """:func:`replay` without folding: every step of every stage."""
     inp, p = sim.inp, sim.p
     compiled = [_Stage(sim, s) for s in range(p)]
-    if type(sim.rec) is NullRecorder and all(c.facts is not None for c in compiled):
-        if lean.replay(sim, [c.facts for c in compiled], [c.dur for c in compiled]):
-            return
+    if (type(sim.rec) is NullRecorder and all(c.facts is not None for c in compiled)
+            and lean.replay(sim, [c.facts for c in compiled], [c.dur for c in compiled])):
+        return  # records only counted, no fused pair, no deadlock: the counting replay
     data = _Data(inp)
     # an input's key is a number (:func:`_key`): its (arrival, producer end), its waiting stage
     size = 2 * inp.fwd.shape[2] * inp.fwd.shape[1] * p
@@ -251,10 +251,11 @@ _MAX_STRUCTURES = 4096  # stages' worth; cleared when full
 
 
 def _structure(steps, route, s: int, overlap_grad: bool, shape: tuple) -> tuple:
-    """(phases, split, fused, wait, rel, dst, index, facts) of stage s: what depends on the order and
-    the route only, not on times. Shared step lists (tuples from ``workload.shape.schedule_steps``,
-    one route per size) are compiled once; the cache keeps the objects it was keyed on, so
-    an ``id`` cannot be reused while its entry lives."""
+    """(phases, split, fused, wait, rel, dst, index, facts) of stage s: what depends on the
+    order and the route only, not on times (``facts``: :class:`.lean.Facts`, None with a
+    fused pair). Shared step lists (tuples from ``workload.shape.schedule_steps``, one
+    route per size) are compiled once; the cache keeps the objects it was keyed on, so an
+    ``id`` cannot be reused while its entry lives."""
     if not isinstance(steps, tuple):
         return _compile(steps, route, s, overlap_grad, shape)
     key = (id(steps), id(route), s, overlap_grad, shape)
