@@ -79,13 +79,13 @@ def replay(sim: Any, facts: list[Facts], durs: list[list[float]]) -> bool:
         if key >= 0:
             a = arrive[key]
             if a > now:
-                # pp_wait += max(0, now' - max(now, produced)), as in .replay (same
-                # floats; with a <= now it adds nothing)
+                # pp_wait += max(0, now' - max(now, produced)), as in .replay: nothing with
+                # a <= now, and never below 0 here (an arrival is never before its
+                # producer's end: ``now + (link - now)`` with ``link >= now``), so adding
+                # it as is gives the same floats (a 0.0 leaves the sum as it is)
                 b = produced[key]
-                late = a - (now if now >= b else b)
+                pp_wait += a - (now if now >= b else b)
                 now = a
-                if late > 0.0:
-                    pp_wait += late
         elif key < -1:  # a marker (:class:`.order.Order`)
             code = -2 - key
             if code >= p:
