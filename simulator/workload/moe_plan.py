@@ -123,10 +123,10 @@ def stage_draw_uses(moe: MoECost, chunks: list[ChunkBase], runs: np.ndarray,
     k = len(table.rows)
     stage_of = np.zeros(table.entry.shape[0], dtype=np.int64)  # each layer sits in one chunk
     layer_runs = np.zeros(table.entry.shape, dtype=bool)
-    for i, ch in enumerate(chunks):
-        rows = [table.layer_row[x[0]] for x in ch.layers]
-        stage_of[rows] = ch.s
-        layer_runs[rows] = runs[i]
+    rows = [table.layer_row[x[0]] for ch in chunks for x in ch.layers]
+    chunk = np.repeat(np.arange(len(chunks)), [len(ch.layers) for ch in chunks])
+    stage_of[rows] = np.array([ch.s for ch in chunks], dtype=np.int64)[chunk]
+    layer_runs[rows] = runs[chunk]
     keys = (stage_of[:, None] * k + table.entry)[layer_runs]
     return np.bincount(keys, minlength=stages * k).reshape(stages, k).astype(float)
 
