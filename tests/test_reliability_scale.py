@@ -6,7 +6,8 @@ from the smallest to the largest scale. Constants are fitted leave-one-group-out
 (simulator.reliability.scale_fit) and each group's held-out growth must be within 2
 percentage points, except the groups listed in OUTSIDE with the reason.
 simulator.reliability.scale_probe tests candidate missing effects against the same groups;
-none brings a group inside without pushing another outside (reports/time_to_train.md).
+none with a physical reading brings a group inside without pushing another outside
+(reports/time_to_train.md).
 """
 
 from __future__ import annotations
@@ -98,10 +99,15 @@ def test_probe_without_a_term_is_the_fit(result, probes):
 
 def test_no_candidate_effect_improves_the_held_out_count_cleanly(probes):
     # The negative result the report states: a candidate that brings a group inside
-    # also pushes another outside, or brings none in.
+    # also pushes another outside, or brings none in. The one exception charges the
+    # buckets' overlap slowdown twice (no physical reading; the report says why it is
+    # not adopted): it brings Nemotron-4 340B BF16 inside and pushes nobody out.
     base = outside(probes["none"])
     for name, res in probes.items():
         out = outside(res)
+        if name == "dp_exposed_at_slowdown":
+            assert base - out == {"dgxc-nemotron4-340b-h100"} and out <= base
+            continue
         assert not out < base, (name, sorted(base - out))
         assert len(out) >= len(base), name
 

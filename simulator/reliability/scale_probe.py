@@ -13,20 +13,27 @@ come from one engine replay per end (the stage that ends the step, its records):
 * ``optimizer_floor``: the optimizer step as ``max(F, memory-bound step)``, as if host
   launch work that does not shrink with DP (grad-norm and found-inf reductions, clip,
   per-bucket kernel launches) bounded it; ``theta = F`` (s). The model's step is 30 B per
-  local parameter at HBM bandwidth (:func:`simulator.compute.optimizer_time`), sharded
-  over DP, so it falls (340B H100: 29 -> 1.8 ms) while the exposed DP tail rises.
-* ``param_gather_slowdown``: the engine charges ``gpu.comm_overlap_slowdown`` (0.18 on
-  H100, sourced in the topology; Hong et al. 2025, arXiv:2507.03114, measure a mean
-  18.9 % and a maximum 40 % compute slowdown under overlapped collectives) for gradient
-  buckets that run beside the backward, not for the parameter all-gather hidden under
-  the next step's forwards; this adds it. Nothing fitted.
-* ``overlap_slowdown_tail``: the above, and the bucket slowdown added after the DP tail
-  rather than hidden under it (``max(now, end) + s * overlapped`` instead of
-  ``max(now, end + s * overlapped)``). Nothing fitted.
+  local parameter at HBM bandwidth plus one kernel launch
+  (:func:`simulator.compute.optimizer_time`), sharded over DP, so it falls (340B H100:
+  29 -> 1.8 ms) while the overlap charge of the gradient buckets rises (31 -> 62 ms).
+* ``param_gather_slowdown``: the engine slows the compute by ``gpu.comm_overlap_slowdown``
+  (0.18 on H100, sourced in the topology; Hong et al. 2025, arXiv:2507.03114, measure a
+  mean 18.9 % and a maximum 40 % compute slowdown under overlapped collectives) for the
+  gradient buckets that run beside the backward, not for the parameter all-gather hidden
+  under the next step's forwards; this adds it. Nothing fitted.
+* ``overlap_slowdown_tail``: the above, and the bucket slowdown and the DP stream's own
+  tail past the pipeline end added instead of overlapped (``max(now, end) + s * ov``
+  instead of ``max(now, end + s * ov)``). Nothing fitted.
+* ``dp_overlap_slowdown``: one slowdown ``theta`` for all DP traffic hidden under compute
+  (buckets and parameter all-gather), fitted within the measured range 0.18-0.40 (Hong
+  et al. 2025) in place of the engine's 0.18 for the buckets.
 * ``dp_exposed``: ``theta`` times the DP wire time per step (gradient buckets plus
-  parameter all-gather); a ring moves ``(n-1)/n`` of the bytes, so at fixed work per GPU
-  this roughly doubles from DP 2 to DP 32. ``theta`` is the effective fraction of DP time
-  the step pays (the overlap slowdown above is 0.18 of it).
+  parameter all-gather, one pass each), on top of what the engine charges; a ring moves
+  ``(n-1)/n`` of the bytes, so at fixed work per GPU this roughly doubles from DP 2 to
+  DP 32. ``theta`` free in 0-1: the fraction of DP time the step pays beyond the engine.
+* ``dp_exposed_at_slowdown``: the same with ``theta`` set to the topology's
+  ``comm_overlap_slowdown`` (not fitted); as a model it charges the buckets' slowdown
+  twice (0.36 of them) and the gather's once.
 * ``nic_contention``: the PP point-to-point sends share the GPU's one 400 Gb/s NIC with
   the DP collectives (rail-optimised DGX H100), while the engine gives them separate
   links. With the DP traffic spread evenly, a fraction ``f = DP wire time / step`` of the
@@ -73,7 +80,8 @@ class EndFeatures:
     step_s: float
     dp_wire_s: float  # gradient buckets + parameter all-gather, one pass each
     gather_hidden_s: float  # parameter all-gather hidden under the next forwards
-    tail_hidden_s: float  # bucket slowdown the tail's max() hides (overlap_slowdown * ov)
+    buckets_overlapped_s: float  # gradient-bucket time beside the backward (ov)
+    tail_hidden_s: float  # what max(now, end + s * ov) hides of max(now, end) + s * ov
     optimizer_s: float
     p2p_doubling_s: float  # step(every p2p x 2) - step
     spans_top_tier: bool  # PP sends cross the top tier of a 3-tier fabric
@@ -95,7 +103,8 @@ def end_features(end: Endpoint) -> EndFeatures:
     buckets = sum(sum(c) for c in inp.dp_buckets[s])
     doubled = replay(replace(inp, p2p=inp.p2p * 2.0)) - run.step_time
     return EndFeatures(step_s=run.step_time, dp_wire_s=buckets + ag,
-                       gather_hidden_s=ag - st.param_gather_exposed, tail_hidden_s=tail,
+                       gather_hidden_s=ag - st.param_gather_exposed,
+                       buckets_overlapped_s=overlapped, tail_hidden_s=tail,
                        optimizer_s=st.optimizer, p2p_doubling_s=doubled,
                        spans_top_tier=end.pp_span >= 2, slowdown=sl)
 
@@ -114,8 +123,11 @@ CANDIDATES = (
     Candidate("param_gather_slowdown", (1.0,), lambda f, t: f.slowdown * f.gather_hidden_s),
     Candidate("overlap_slowdown_tail", (1.0,),
               lambda f, t: f.slowdown * f.gather_hidden_s + f.tail_hidden_s),
+    Candidate("dp_overlap_slowdown", tuple(np.round(np.linspace(0.18, 0.40, 12), 3)),
+              lambda f, t: (t - f.slowdown) * f.buckets_overlapped_s + t * f.gather_hidden_s),
     Candidate("dp_exposed", tuple(np.round(np.linspace(0.0, 1.0, 21), 3)),
               lambda f, t: t * f.dp_wire_s),
+    Candidate("dp_exposed_at_slowdown", (1.0,), lambda f, t: f.slowdown * f.dp_wire_s),
     Candidate("nic_contention", (1.0,), lambda f, t: f.dp_wire_s / f.step_s * f.p2p_doubling_s),
     Candidate("spine_p2p", tuple(np.round(np.linspace(0.0, 3.0, 31), 3)),
               lambda f, t: t * f.p2p_doubling_s if f.spans_top_tier else 0.0),
@@ -126,6 +138,7 @@ CANDIDATES = (
 class ProbeResult:
     name: str
     theta: float  # fitted on all groups
+    fitted: bool  # False: the candidate has one value, nothing fitted
     rows: list[dict]  # per group: measured, held-out prediction (pp), held-out theta
 
 
@@ -151,7 +164,7 @@ def probe(groups: list[Group], table: np.ndarray, feats: list[tuple[EndFeatures,
                 held[k] = (float(others[i]), float(pred[(k, *i)]), float(theta))
     rows = [{"group": g.name, "measured_pp": 100 * meas[k], "held_out_pp": 100 * held[k][1],
              "held_out_theta": held[k][2]} for k, g in enumerate(groups)]
-    return ProbeResult(cand.name, best_all[1], rows)
+    return ProbeResult(cand.name, best_all[1], len(cand.grid) > 1, rows)
 
 
 def outside(res: ProbeResult) -> set[str]:
@@ -167,7 +180,8 @@ def render(results: list[ProbeResult]) -> str:
     for res in results:
         err = [abs(r["held_out_pp"] - r["measured_pp"]) for r in res.rows]
         out = outside(res)
-        lines.append(f"| {res.name} | {res.theta:g} | {len(res.rows) - len(out)} / "
+        theta = f"{res.theta:g}" if res.fitted else "not fitted"
+        lines.append(f"| {res.name} | {theta} | {len(res.rows) - len(out)} / "
                      f"{len(res.rows)} | {np.mean(err):.2f} pp | {max(err):.1f} pp | "
                      f"{', '.join(sorted(base - out)) or '-'} | "
                      f"{', '.join(sorted(out - base)) or '-'} |")
