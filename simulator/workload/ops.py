@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from ..compute import BYTES
 from ..config.workload import Workload
 from . import fp8, mla
+from .opcopy import derive
 
 
 @dataclass(frozen=True)
@@ -36,17 +37,6 @@ class Op:
     model_flops: float = 0.0  # FLOPs counted by MFU (attention unmasked, no recompute)
     column: bool = False  # column-parallel GEMM: its input gradient needs a TP collective
     bwd_nbytes: float | None = None  # mem: backward bytes when not twice the forward's
-
-
-def derive(op: Op, **changes: object) -> Op:
-    """``dataclasses.replace(op, **changes)`` without re-running ``__init__`` (an equal
-    :class:`Op`, field for field): a layer's backward and recompute derive every op of
-    its forward, and ``replace``'s generic path costs about four times as much."""
-    new = object.__new__(type(op))
-    fields = new.__dict__  # frozen: fill the instance dict, as __init__ would
-    fields.update(op.__dict__)
-    fields.update(changes)
-    return new
 
 
 def gemm(name: str, m: float, n: float, k: float, batch: float = 1.0,
@@ -228,12 +218,15 @@ def backward_of(ops: list[Op]) -> list[Op]:
     out: list[Op] = []
     pending: list[Op] = []  # forward all-reduces waiting for their column-parallel GEMM
     mirror = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather"}
-    casts = {o.name for o in ops if o.name.endswith(fp8.SUFFIX)}
+    casts: dict[str, Op] = {}  # name -> the first op of that name, an FP8 cast
+    for o in ops:
+        if o.name.endswith(fp8.SUFFIX):
+            casts.setdefault(o.name, o)
     for op in reversed(ops):
         if op.kind == "gemm":
             cast = op.name + fp8.SUFFIX  # FP8: the output gradient is cast before dgrad/wgrad
             if cast in casts:
-                out.append(fp8.backward_cast(next(o for o in ops if o.name == cast)))
+                out.append(fp8.backward_cast(casts[cast]))
             out.append(derive(op, name=op.name + "_bwd", flops=2 * op.flops,
                                batch=2 * op.batch, model_flops=2 * op.model_flops))
             if op.column and pending:
