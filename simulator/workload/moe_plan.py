@@ -69,21 +69,31 @@ def chunk_sums(moe: MoECost, chunks: list[ChunkBase]) -> tuple[np.ndarray, ...]:
     entry = np.concatenate([table.entry, np.full((1, table.entry.shape[1]), zero)])
     none = table.entry.shape[0]  # the row of ``entry`` that reads the zero column
 
-    def sums(g: np.ndarray, keep: int | None) -> np.ndarray:  # [fields, K + 1] -> [f, i, mb]
-        out = None
-        for k in range(max(map(len, rows), default=0)):
-            slot = [r[k] if k < len(r) and (keep is None or ch.layers[k][keep]) else none
-                    for r, ch in zip(rows, chunks, strict=True)]
+    def sums(g: np.ndarray, keep: int | None, which: list[int]) -> np.ndarray:
+        """[fields, K + 1] -> [fields, chunk of ``which``, mb]"""
+        out = np.zeros((g.shape[0], len(which), entry.shape[1]))
+        for k in range(max((len(rows[i]) for i in which), default=0)):
+            slot = [rows[i][k] if k < len(rows[i]) and (keep is None or
+                                                        chunks[i].layers[k][keep]) else none
+                    for i in which]
             term = np.take(g, entry[slot], axis=1)
-            out = term if out is None else out + term
-        return np.zeros((g.shape[0], len(chunks), entry.shape[1])) if out is None else out
+            out = term if k == 0 else out + term
+        return out
 
-    both = sums(per_draw, None)
+    both = sums(per_draw, None, list(range(len(chunks))))
     mf, mb = both[:4], both[4:]
-    rerun = all(x[1] for ch in chunks for x in ch.layers)
-    mr = mf if rerun else sums(per_draw[:4], 1)
-    counted = all(x[2] for ch in chunks for x in ch.layers)
-    mw = mb[E] if counted else sums(per_draw[4 + E:5 + E], 2)[0]
+    # a chunk whose layers all re-run (all count in W) has the sums above; only the others
+    # (the MTP layer's chunk) are summed again without the layers left out
+    rerun = [i for i, ch in enumerate(chunks) if not all(x[1] for x in ch.layers)]
+    mr = mf
+    if rerun:
+        mr = mf.copy()
+        mr[:, rerun] = sums(per_draw[:4], 1, rerun)
+    counted = [i for i, ch in enumerate(chunks) if not all(x[2] for x in ch.layers)]
+    mw = mb[E]
+    if counted:
+        mw = mw.copy()
+        mw[counted] = sums(per_draw[4 + E:5 + E], 2, counted)[0]
     return mf, mb, mr, mw / 2
 
 
@@ -170,16 +180,16 @@ def add_moe_parts(moe: MoECost, chunks: list[ChunkBase], tables: tuple[np.ndarra
         for k, v in zip(EP_KEYS, per_stage[s].tolist(), strict=True):
             ep_totals[s][k] = ep_totals[s].get(k, 0.0) + v
     if phases is not None:
-        for i, ch in enumerate(chunks):
-            first = ch.mbs[0]
-            phases[("F", ch.s, ch.c)] = _first(ch.f, mf[:, i, first])
-            phases[("B", ch.s, ch.c)] = _first(ch.b, mb[:, i, first] + mr[:, i, first])
+        at = (slice(None), np.arange(len(chunks)), np.array([ch.mbs[0] for ch in chunks]))
+        fwd, bwd = mf[at].T.tolist(), (mb[at] + mr[at]).T.tolist()  # [chunk, field]
+        for ch, f, b in zip(chunks, fwd, bwd, strict=True):
+            phases[("F", ch.s, ch.c)] = _first(ch.f, f)
+            phases[("B", ch.s, ch.c)] = _first(ch.b, b)
 
 
-def _first(base: Phase, extra: np.ndarray) -> Phase:
+def _first(base: Phase, extra: list[float]) -> Phase:
     """The first micro-batch's phase: ``base`` plus its MoE part ``extra`` (D, C, X, E)."""
     exposed = dict(base.exposed)
-    exposed["ep"] = exposed.get("ep", 0.0) + float(extra[X])
-    return Phase(duration=base.duration + float(extra[D]),
-                 compute=base.compute + float(extra[C]), exposed=exposed, flops=base.flops,
-                 model_flops=base.model_flops)
+    exposed["ep"] = exposed.get("ep", 0.0) + extra[X]
+    return Phase(duration=base.duration + extra[D], compute=base.compute + extra[C],
+                 exposed=exposed, flops=base.flops, model_flops=base.model_flops)
