@@ -29,7 +29,6 @@ every statistic on dense, MoE, interleaved and zero-bubble plans).
 from __future__ import annotations
 
 from itertools import chain
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 from .order import order
@@ -74,8 +73,7 @@ def replay(sim: Any, facts: list[Facts], durs: list[list[float]]) -> bool:
     flat = list(chain.from_iterable(durs))
     flat.append(0.0)
     s, now, link, pp_wait, p2p = 0, 0.0, links[0], waits[0], p2ps[0]
-    timed = itemgetter(*plan.take)(flat) if len(plan.take) > 1 else [flat[i] for i in plan.take]
-    for key, d, k in zip(plan.wait, timed, plan.dst, strict=True):
+    for key, d, k in zip(plan.wait, plan.pick(flat), plan.dst, strict=True):
         if key >= 0:
             a = arrive[key]
             if a > now:
