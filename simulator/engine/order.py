@@ -41,7 +41,7 @@ class Order(NamedTuple):
 
 
 _ORDERS: dict[tuple, tuple] = {}
-_MAX_ORDERS = 256  # schedules' worth; cleared when full
+_MAX_ORDERS = 64  # schedules' worth (a long one holds ~10^4 steps); cleared when full
 
 
 def order(facts: list[Any], size: int) -> Order | None:
