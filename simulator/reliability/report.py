@@ -152,9 +152,10 @@ first is over-predicted (+13.8 %) and the second under-predicted (+1.6 %), and n
 shared with the other groups follows both. Every H100 point is one step's time, not a
 mean: the dgxc-benchmarking READMEs of these releases (e.g. llama3.1/README_405b.md at
 143b90dd) take "the last training step timing" of a 50-step run, so one slow or fast step
-moves a point, while the GB200 points are means of iterations 11-44. Nemotron-4 340B on H100 grows about twice what
-the fit gives in both precisions (BF16 +5.0 % vs +2.4 %, FP8 +10.4 % vs +4.5 %), which
-suggests a cost that grows with scale in both and that the model lacks.
+moves a point, while the GB200 points are means of iterations 11-44. Nemotron-4 340B on
+H100 grows about twice what the fit gives in both precisions (BF16 +5.0 % vs +2.4 %, FP8
++10.4 % vs +4.5 %), which suggests a cost that grows with scale in both and that the model
+lacks.
 tests/test_reliability_scale.py lists the four with this reason.
 
 ### Candidate missing effects: a negative result
