@@ -1,9 +1,9 @@
 """``clustersim search``: the fastest parallel plans of a model on N GPUs, and why.
 
-Every plan (TP, PP, VP, CP, EP, DP, micro-batch, recompute, SP) is generated,
-checked, fitted in memory and bounded; only plans that can still reach the
-top are simulated (see :mod:`simulator.sweep.search` for the pruning and its
-counts). The table ranks by tokens/s and says, for each plan, where it gains
+Every plan (TP, PP, VP, CP, EP, DP, micro-batch, recompute, SP, and the
+pipeline schedules ``--schedules`` names) is generated, checked, fitted in
+memory and bounded; only plans that can still reach the top are simulated
+(see :mod:`simulator.sweep.search` for the pruning and its counts). The table ranks by tokens/s and says, for each plan, where it gains
 on the next one, and for the winner, where it gains on pure DP and pure TP.
 """
 
@@ -42,6 +42,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="largest context-parallel degree to try (default 16)")
     p.add_argument("--max-simulations", type=int, default=2000, metavar="N",
                    help="hard cap on simulations (default 2000)")
+    p.add_argument("--schedules", default=None, metavar="LIST",
+                   help="pipeline schedules to try: names as parallelism.pipeline_schedule "
+                        "takes them, comma-separated (e.g. 1f1b,zb_h1,dualpipe), or 'all' "
+                        "(default: 1f1b, interleaved when VP > 1)")
     add_executor_arguments(p)
 
 
@@ -63,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
                     store=args.store, overrides=overrides(args.set),
                     topology_overrides=overrides(args.set_topology),
                     micro_batch_sizes=_sizes(args.micro_batch_sizes),
-                    max_context=args.max_context, max_simulations=args.max_simulations)
+                    max_context=args.max_context, max_simulations=args.max_simulations,
+                    schedules=args.schedules)
     fmt = output_format(args)
     if fmt == "json":
         docs = [r.to_dict() for r in results]
@@ -92,10 +97,12 @@ def format_table(r: SearchResult) -> str:
     if r.plans.empty:
         lines.append("no plan fits in memory")
     else:
-        lines.append(f"{'#':>3}  {'plan':<30} {'recompute':<9} {'tokens/s':>10} {'MFU':>6} "
+        lines.append(f"{'#':>3}  {'plan':<30} {'schedule':<11} {'recompute':<9} "
+                     f"{'tokens/s':>10} {'MFU':>6} "
                      f"{'mem GB':>7} {'free GB':>7} {'bubble':>7}  why")
         for row in r.plans.to_dict("records"):
-            lines.append(f"{row['rank']:>3}  {row['plan']:<30} {row['recompute']:<9} "
+            lines.append(f"{row['rank']:>3}  {row['plan']:<30} {row['schedule']:<11} "
+                         f"{row['recompute']:<9} "
                          f"{row['tokens_per_s']:>10.4g} {row['mfu'] * 100:>5.1f}% "
                          f"{row['memory_per_gpu_GB']:>7.1f} {row['memory_margin_GB']:>7.1f} "
                          f"{row['bubble_fraction'] * 100:>6.1f}%  {row['why']}")

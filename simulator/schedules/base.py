@@ -120,6 +120,7 @@ class Schedule:
     source = ""
     uses_w = False  # lists W steps (backward split into B and W)
     post_validation = False
+    virtual = False  # takes parallelism.virtual_pipeline > 1 (Megatron's interleaving)
 
     def chunks(self, v: int) -> int:
         """Chunks per stage (the engine's second axis)."""
@@ -152,9 +153,15 @@ class Schedule:
     def check(self, p: int, m: int, v: int) -> None:
         """Raise ConfigError if the schedule cannot run ``p`` stages and ``m`` micro-batches.
 
-        Default: no virtual pipeline (only the interleaved schedule takes ``v > 1``)."""
-        need(v == 1, "parallelism.pipeline_schedule", self.name,
-             "must be 'interleaved' when virtual_pipeline > 1")
+        Default: a virtual pipeline (``v > 1``) exactly when the schedule is ``virtual``
+        (only the interleaved schedule is); the plan search pairs VP with schedules by
+        the same flag."""
+        if self.virtual:
+            need(v >= 2, "parallelism.virtual_pipeline", v,
+                 f"must be >= 2 with pipeline_schedule '{self.name}'")
+        else:
+            need(v == 1, "parallelism.pipeline_schedule", self.name,
+                 "must be 'interleaved' when virtual_pipeline > 1")
 
 
 def live_peak(steps: list[Step], chunks: int) -> tuple[float, float]:

@@ -25,6 +25,7 @@ def _virtual(k: int, p: int, v: int, forward: bool) -> tuple[int, int]:
 class Interleaved(Schedule):
     name = "interleaved"
     source = "Narayanan et al. 2021, Sec. 2.2, Fig. 4"
+    virtual = True
 
     def steps(self, p: int, m: int, v: int) -> list[list[Step]]:
         total = m * v
@@ -47,8 +48,7 @@ class Interleaved(Schedule):
         return min(chunks, m * v) / v
 
     def check(self, p: int, m: int, v: int) -> None:
-        need(v >= 2, "parallelism.virtual_pipeline", v,
-             "must be >= 2 with pipeline_schedule 'interleaved'")
+        super().check(p, m, v)
         need(m % p == 0, "training.global_batch_size", f"{m} micro-batches",
              f"interleaved schedule needs the micro-batch count ({m}) to be a multiple "
              f"of pipeline ({p})")

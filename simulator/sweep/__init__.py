@@ -126,7 +126,8 @@ def search(workload: Any, topology: Any, gpus: int | Sequence[int], top: int = 1
            overrides: Mapping[str, Any] | None = None,
            topology_overrides: Mapping[str, Any] | None = None, seed: int | None = None,
            micro_batch_sizes: tuple[int, ...] = (1, 2, 4, 8), max_context: int = 16,
-           max_simulations: int = 2000, executor: str | Executor = "local",
+           max_simulations: int = 2000, schedules: str | Sequence[str] | None = None,
+           executor: str | Executor = "local",
            scheduler: Any = None, workers: int | None = None,
            store: str | Path | None = None,
            progress: bool | None = None) -> SearchResult | list[SearchResult]:
@@ -138,6 +139,9 @@ def search(workload: Any, topology: Any, gpus: int | Sequence[int], top: int = 1
             order, sharing one executor and store).
         overrides, topology_overrides, seed: as for :func:`simulator.simulate`.
         micro_batch_sizes, max_context, max_simulations: the search space and its cap.
+        schedules: pipeline schedules to try: names from
+            :data:`simulator.schedules.SCHEDULES` (a list or a comma-separated string)
+            or ``"all"``; default Megatron's 1F1B, interleaved when VP > 1.
         executor, scheduler, workers, store, progress: as for :func:`sweep`.
 
     ``result.overrides_for(rank)`` gives the overrides that reproduce a row.
@@ -150,7 +154,8 @@ def search(workload: Any, topology: Any, gpus: int | Sequence[int], top: int = 1
         out = [search_plans(workload, topology, n, top, overrides=merge_overrides(overrides, seed),
                             topology_overrides=merge_overrides(topology_overrides),
                             micro_batch_sizes=micro_batch_sizes, max_context=max_context,
-                            max_simulations=max_simulations, executor=ex, store=st,
+                            max_simulations=max_simulations, schedules=schedules,
+                            executor=ex, store=st,
                             progress=progress) for n in counts]
     finally:
         if st is not None:

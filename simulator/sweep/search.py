@@ -3,12 +3,16 @@
 Cheapest filters first; each step's toll is counted in ``SearchResult.counts``:
 
 1. ``plans``: shapes from the structural rules (:mod:`.candidates`: TP inside
-   the NVLink domain, divisors only, even interleaved splits) times the three
+   the NVLink domain, divisors only, even interleaved splits, each pipeline
+   under each requested schedule that takes its VP) times the three
    recompute settings;
-2. ``invalid``: rejected by ``check_plan`` (heads, batch divisibility, ...);
+2. ``invalid``: rejected by ``check_plan`` (heads, batch divisibility, a
+   schedule's own rules such as DualPipe's even PP, ...);
 3. ``over_memory``: the memory model says it does not fit;
    ``recompute_dominated``: a lighter recompute of the same shape fits (more
-   recompute only adds work, so it cannot be faster);
+   recompute only adds work, so it cannot be faster); memory is that of the
+   shape's schedule (ZB-H2 and DualPipe hold more activations, DualPipe two
+   copies of its parameters), so the fit is decided per (shape, schedule);
 4. every plan left gets a lower bound on its step time from its costed phases
    (:mod:`.search_tasks`, no event simulation);
 5. branch and bound: plans are simulated in order of their bound, in batches;
@@ -19,7 +23,9 @@ Cheapest filters first; each step's toll is counted in ``SearchResult.counts``:
    ``exhaustive`` is then False and says the ranking covers only what ran.
 
 All plans share the global batch and sequence length, so ranking by tokens/s
-is ranking by step time; ties keep generation order. Two naive baselines are
+is ranking by step time, across schedules too; ties keep generation order.
+``schedules`` picks the pipeline schedules (:func:`.candidates.schedule_names`:
+default Megatron's 1F1B / interleaved, ``"all"`` every registered one). Two naive baselines are
 always simulated when they fit: pure DP (TP1 PP1, MBS 1) and pure TP (the
 largest TP the NVLink domain and the model allow, PP1, MBS 1), each with the
 lightest recompute that fits.
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +44,16 @@ from ..config.loader import apply_overrides, validate_model
 from ..errors import ConfigError
 from ..hardware import usable_hbm_bytes
 from ..workload.validate import check_plan
-from .candidates import RECOMPUTE, Shape, divisors, resolve_shapes, shapes, with_recompute
+from .candidates import (
+    NO_PIPELINE,
+    RECOMPUTE,
+    Shape,
+    divisors,
+    resolve_shapes,
+    schedule_names,
+    shapes,
+    with_recompute,
+)
 from .executors import Executor
 from .explain import why
 from .progress import Progress
@@ -50,7 +66,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 MAX_SHAPES = 200_000
-PLAN_COLUMNS = ("tp", "pp", "vp", "cp", "ep", "dp", "mbs", "recompute", "sp")
+PLAN_COLUMNS = ("tp", "pp", "vp", "cp", "ep", "dp", "mbs", "recompute", "sp", "schedule")
 
 
 @dataclass
@@ -80,6 +96,7 @@ class SearchResult:
     exhaustive: bool = True
     elapsed_s: float = 0.0
     overrides: dict[str, Any] = field(default_factory=dict)  # the search's base overrides
+    schedules: tuple[str, ...] = ()  # the pipeline schedules searched
 
     def overrides_for(self, rank: int) -> dict[str, Any]:
         """The workload overrides that reproduce plan ``rank`` (1 = best) with
@@ -93,6 +110,7 @@ class SearchResult:
         return {"workload": self.workload, "topology": self.topology, "gpus": self.gpus,
                 "global_batch_size": self.global_batch_size, "counts": self.counts,
                 "exhaustive": self.exhaustive, "elapsed_s": self.elapsed_s,
+                "schedules": list(self.schedules),
                 "plans": self.plans.to_dict("records"),
                 "baselines": self.baselines}
 
@@ -181,7 +199,8 @@ def row_to_overrides(row: dict[str, Any]) -> dict[str, Any]:
     them) they make :func:`simulator.simulate` reproduce the row.
     """
     shape = Shape(int(row["tp"]), int(row["pp"]), int(row["vp"]), int(row["cp"]),
-                  int(row["ep"]), int(row["dp"]), int(row["mbs"]), bool(row["sp"]))
+                  int(row["ep"]), int(row["dp"]), int(row["mbs"]), bool(row["sp"]),
+                  str(row["schedule"]))
     return {**shape.overrides(), "training.recompute": str(row["recompute"])}
 
 
@@ -189,8 +208,7 @@ def _row(rank: int, f: Fit) -> dict[str, Any]:
     s, o = f.shape, f.outcome
     row: dict[str, Any] = {"rank": rank, "plan": s.label(), "tp": s.tp, "pp": s.pp, "vp": s.vp,
                            "cp": s.cp, "ep": s.ep, "dp": s.dp, "mbs": s.mbs,
-                           "recompute": f.recompute, "sp": s.sp,
-                           "schedule": o["plan.schedule"]}
+                           "recompute": f.recompute, "sp": s.sp, "schedule": s.schedule}
     for k in ("tokens_per_s", "step_time_s", "mfu", "hfu", "model_tflops_per_gpu",
               "bubble_fraction", "memory_per_gpu_GB", "memory_margin_GB"):
         row[k] = o.get(k, float("nan"))  # a store written before a metric existed lacks it
@@ -206,8 +224,8 @@ def baseline_shapes(w: Workload, t: TopologyConfig, gpus: int) -> dict[str, Shap
     tps = [d for d in divisors(gpus) if d <= t.tiers[0].size and not
            (m.num_attention_heads % d or m.groups % d or m.ffn % d)]
     tp = max(tps)
-    return {"pure DP": Shape(1, 1, 1, 1, 1, gpus, 1, False),
-            "pure TP": Shape(tp, 1, 1, 1, 1, gpus // tp, 1, tp > 1)}
+    return {"pure DP": Shape(1, 1, 1, 1, 1, gpus, 1, False, NO_PIPELINE),
+            "pure TP": Shape(tp, 1, 1, 1, 1, gpus // tp, 1, tp > 1, NO_PIPELINE)}
 
 
 def _baselines(named: dict[str, Shape], by_shape: dict[Shape, Fit], failed: dict[Shape, str],
@@ -240,9 +258,9 @@ def _reason(shape: Shape, base: dict, t: TopologyConfig) -> str:
 def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
                  overrides: dict | None = None, topology_overrides: dict | None = None,
                  micro_batch_sizes: tuple[int, ...] = (1, 2, 4, 8), max_context: int = 16,
-                 max_simulations: int = 2000, executor: Executor | None = None,
-                 store: ResultStore | None = None, progress: bool | None = False
-                 ) -> SearchResult:
+                 max_simulations: int = 2000, schedules: str | Sequence[str] | None = None,
+                 executor: Executor | None = None, store: ResultStore | None = None,
+                 progress: bool | None = False) -> SearchResult:
     """Rank every plan of ``workload`` on ``gpus`` GPUs of ``topology`` (module docstring)."""
     start = time.monotonic()
     if isinstance(workload, Workload):
@@ -258,7 +276,8 @@ def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
             raise ConfigError(name, value, "must be an integer >= 1")
     if gpus < 1 or gpus > t.max_gpus:
         raise ConfigError("--gpus", gpus, f"must be between 1 and the topology's {t.max_gpus}")
-    found = shapes(w, t, gpus, tuple(micro_batch_sizes), max_context)
+    names = schedule_names(schedules)
+    found = shapes(w, t, gpus, tuple(micro_batch_sizes), max_context, names)
     if len(found) > MAX_SHAPES:
         raise ConfigError("--gpus", gpus, f"gives {len(found)} plan shapes, over the cap of "
                           f"{MAX_SHAPES}; narrow --micro-batch-sizes or --max-context")
@@ -290,4 +309,5 @@ def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
                         plans=pd.DataFrame(rows),
                         baselines=_baselines(named, by_shape, failed, base, t, ranked),
                         counts=counts, exhaustive=capped == 0,
-                        elapsed_s=time.monotonic() - start, overrides=given)
+                        elapsed_s=time.monotonic() - start, overrides=given,
+                        schedules=names)
