@@ -18,10 +18,14 @@ each stage's compute stream is serial, so on stage ``s``
 * after its last backward, those stages must each run that micro-batch's
   backward (its input-gradient part) in turn before the stage holding global
   chunk 0 can reach its optimizer: ``tail_s``;
+* its first backward that waits for a gradient cannot start before that
+  micro-batch went forward and back through every later global chunk, which
+  the steps it runs meanwhile may not fill: ``idle_s`` (:func:`_round_trip`);
 
-so the step takes at least ``head_s + busy_s + max(opt_s, tail_s + opt_0)``
+so the step takes at least ``head_s + busy_s + max(opt_s + idle_s, tail_s + opt_0)``
 where ``busy_s`` sums all of the stage's phases (less what F&B pairs could hide). With
-post-validation (stages do not meet at the optimizer) only ``busy_s + opt_s`` binds.
+post-validation (stages do not meet at the optimizer) only ``busy_s + idle_s + opt_s``
+binds: the stage's own span.
 Transfers, DP sync and parameter all-gathers only add to it. With equal stages this is exactly the
 (interleaved) 1F1B step time without communication, so the bound is tight and
 lets the search skip any plan whose bound exceeds the K-th best simulated step.
@@ -32,7 +36,7 @@ a split backward still costs ``bwd`` in all (B is ``bwd - wgrad``, W is
 a V shape's or DualPipe's chunks come in through :meth:`Route.before` like any
 other; an F&B pair (DualPipe) hides at most both phases' exposed all-to-all
 (the engine's slot hides ``min(ef, db-eb) + min(eb, df-ef)``, less its slowdown);
-with post-validation (ZB-H2) only ``busy_s + opt_s`` binds. It is looser for
+with post-validation (ZB-H2) only the stage's own span binds. It is looser for
 the zero-bubble and DualPipe schedules than for 1F1B (about 0.7-0.99 of the
 simulated step on small plans, lowest with few micro-batches or MoE), so
 ``--schedules all`` prunes less and simulates more. Summation order can put
@@ -48,7 +52,7 @@ from ..engine import EngineInput
 from ..errors import ConfigError
 from ..hardware import Topology
 from ..memory import estimate_memory
-from ..schedules import Schedule, is_fused
+from ..schedules import Route, Schedule, is_fused
 from ..workload.plan import build_plan
 from .candidates import RECOMPUTE, with_recompute
 
@@ -62,7 +66,8 @@ def step_lower_bound(inp: EngineInput) -> float:
     best = 0.0
     for s, steps in enumerate(inp.schedule):
         busy[s] -= _fused_hiding(inp, s, steps)
-        best = max(best, float(busy[s] + opt[s]))
+        span = float(busy[s]) + _round_trip(inp, route, s, steps, b_only)
+        best = max(best, span + float(opt[s]))
         if inp.post_validation:
             continue
         first = steps[0]
@@ -70,12 +75,47 @@ def step_lower_bound(inp: EngineInput) -> float:
         head = sum(float(fwd[q, c, first.mb]) for q, c in route.before(s, first.chunk)) \
             if first.phase == "F" else 0.0
         own = head + float(busy[s])
-        best = max(best, own + float(opt[s]))
+        best = max(best, head + span + float(opt[s]))
         chain = route.before(s, last.chunk)
         if chain and last.phase == "B":
             tail = sum(float(b_only[q, c, last.mb]) for q, c in chain)
             best = max(best, own + tail + float(opt[chain[0][0]]))
     return best
+
+
+def _round_trip(inp: EngineInput, route: Route, s: int, steps: list, b_only) -> float:
+    """Idle time stage ``s`` cannot avoid before its first backward that waits for a gradient.
+
+    That B of micro-batch ``mb`` on chunk ``c`` (global chunk ``g``) starts only after
+    its own F on ``s`` ended and the forwards then backwards (input-gradient part) of
+    ``mb`` on every later global chunk ran one after another: ``gap`` seconds. On ``s``
+    only the steps between that F and that B (``middle``, priced at their largest:
+    an unsplit backward) can fill it, so the stage's span is at least its busy time
+    plus ``gap - middle``. Returns 0 when that is not positive, or when an F&B pair
+    comes before that B (a fused slot's share is not its own duration).
+    """
+    first_f: dict[tuple[int, int], int] = {}
+    for k, x in enumerate(steps):
+        if is_fused(x):
+            return 0.0
+        if x.phase == "F":
+            first_f.setdefault((x.mb, x.chunk), k)
+        elif x.phase == "B" and route.waits(s, x):
+            break
+    else:
+        return 0.0
+    i_f = first_f.get((x.mb, x.chunk))
+    if i_f is None:
+        return 0.0
+    wgrad = inp.wgrad
+    middle = sum(float(inp.fwd[s, y.chunk, y.mb]) if y.phase == "F" else
+                 float(inp.bwd[s, y.chunk, y.mb]) if y.phase == "B" else
+                 float(wgrad[s, y.chunk, y.mb]) if wgrad is not None else 0.0
+                 for y in steps[i_f + 1:k])
+    copy, g = route.place[(s, x.chunk)]
+    later = [route.holder[(copy, h)] for h in range(g + 1, route.chunks_per_copy)]
+    gap = sum(float(inp.fwd[q, c, x.mb] + b_only[q, c, x.mb]) for q, c in later)
+    return max(0.0, gap - middle)
 
 
 def _fused_hiding(inp: EngineInput, s: int, steps: list) -> float:
