@@ -18,14 +18,15 @@ each stage's compute stream is serial, so on stage ``s``
 * after its last backward, those stages must each run that micro-batch's
   backward (its input-gradient part) in turn before the stage holding global
   chunk 0 can reach its optimizer: ``tail_s``;
-* its first backward that waits for a gradient cannot start before that
-  micro-batch went forward and back through every later global chunk, which
-  the steps it runs meanwhile may not fill: ``idle_s`` (:func:`_round_trip`);
-
-so the step takes at least ``head_s + busy_s + max(opt_s + idle_s, tail_s + opt_0)``
+so the step takes at least ``head_s + busy_s + max(opt_s, tail_s + opt_0)``
 where ``busy_s`` sums all of the stage's phases (less what F&B pairs could hide). With
-post-validation (stages do not meet at the optimizer) only ``busy_s + idle_s + opt_s``
-binds: the stage's own span.
+post-validation (stages do not meet at the optimizer; ZB-H2) the step is the longest
+stage's own span, and neither ``head_s`` nor ``tail_s`` binds; there, the stage's
+first backward that waits for a gradient cannot start before that micro-batch went
+forward and back through every later global chunk, which the steps it runs meanwhile
+may not fill, so the span is at least ``busy_s + idle_s + opt_s`` (:func:`_round_trip`;
+it lifts ZB-H2's bound from as low as 0.05 to 0.65 of the simulated step with few
+micro-batches; with the head and tail terms it adds too little to pay for its walk).
 Transfers, DP sync and parameter all-gathers only add to it. With equal stages this is exactly the
 (interleaved) 1F1B step time without communication, so the bound is tight and
 lets the search skip any plan whose bound exceeds the K-th best simulated step.
@@ -36,7 +37,7 @@ a split backward still costs ``bwd`` in all (B is ``bwd - wgrad``, W is
 a V shape's or DualPipe's chunks come in through :meth:`Route.before` like any
 other; an F&B pair (DualPipe) hides at most both phases' exposed all-to-all
 (the engine's slot hides ``min(ef, db-eb) + min(eb, df-ef)``, less its slowdown);
-with post-validation (ZB-H2) only the stage's own span binds. It is looser for
+with post-validation only the stage's own span binds. It is looser for
 the zero-bubble and DualPipe schedules than for 1F1B (about 0.7-0.99 of the
 simulated step on small plans, lowest with few micro-batches or MoE), so
 ``--schedules all`` prunes less and simulates more. Summation order can put
@@ -66,16 +67,16 @@ def step_lower_bound(inp: EngineInput) -> float:
     best = 0.0
     for s, steps in enumerate(inp.schedule):
         busy[s] -= _fused_hiding(inp, s, steps)
-        span = float(busy[s]) + _round_trip(inp, route, s, steps, b_only)
-        best = max(best, span + float(opt[s]))
-        if inp.post_validation:
+        best = max(best, float(busy[s] + opt[s]))
+        if inp.post_validation:  # the stage's own span: its round trip is all that binds
+            best = max(best, float(busy[s] + opt[s]) + _round_trip(inp, route, s, steps, b_only))
             continue
         first = steps[0]
         last = steps[-1]  # trailing W steps can overlap the tail: no tail term then
         head = sum(float(fwd[q, c, first.mb]) for q, c in route.before(s, first.chunk)) \
             if first.phase == "F" else 0.0
         own = head + float(busy[s])
-        best = max(best, head + span + float(opt[s]))
+        best = max(best, own + float(opt[s]))
         chain = route.before(s, last.chunk)
         if chain and last.phase == "B":
             tail = sum(float(b_only[q, c, last.mb]) for q, c in chain)
