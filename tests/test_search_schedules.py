@@ -71,6 +71,10 @@ def test_default_search_unchanged_and_all_is_a_superset(both):
     # interleaved exactly when VP > 1, at the same speeds as simulating the plan directly
     assert (default.plans.schedule == default.plans.vp.map(
         lambda v: "interleaved" if v > 1 else "1f1b")).all()
+    named = search("tiny", "dgx-h100", 8, executor="serial", micro_batch_sizes=(1, 2),
+                   overrides=EIGHT_LAYERS, top=5, schedules=["interleaved", "1f1b"])
+    same = ["plan", "schedule", "recompute", "tokens_per_s", "bound_s"]
+    assert named.plans[same].equals(default.plans[same]) and named.counts == default.counts
     assert wide.counts["plans"] > default.counts["plans"]
     assert wide.plans.tokens_per_s[0] >= default.plans.tokens_per_s[0]
     c = wide.counts
