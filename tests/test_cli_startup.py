@@ -33,17 +33,30 @@ def test_import_simulator_loads_no_heavy_library():
     assert _loaded_after("import simulator") == []
 
 
+def test_simpy_loads_with_the_event_loop_only():
+    probe = ("import sys, simulator\nprint('simpy' in sys.modules)\n"
+             "from simulator.api import resolve, simulate_resolved\n"
+             "simulate_resolved(*resolve('tiny', 'dgx-h100', {}, None), keep_records=True)\n"
+             "print('simpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    assert out.split() == ["False", "True"]
+
+
 def test_cli_run_loads_no_heavy_library():
     code = ("from simulator.cli.main import main\n"
             "assert main(['run', 'tiny', '-t', 'dgx-h100', '--format', 'json']) == 0")
     assert _loaded_after(code) == []
 
 
-def test_cli_run_loads_neither_reliability_models_nor_difflib():
-    """Start-up budget (issue 16): --variability and did-you-mean hints load on use."""
+def test_cli_run_loads_neither_reliability_models_nor_difflib_nor_simpy():
+    """Start-up budget (issue 16): --variability and did-you-mean hints load on use; the
+    plain run replays directly and never starts SimPy's event loop."""
     probe = ("import sys\nfrom simulator.cli.main import main\n"
-             "assert main(['run', 'tiny', '-t', 'dgx-h100', '--format', 'json']) == 0\n"
-             "print([m for m in ('simulator.reliability', 'difflib') if m in sys.modules])")
+             "assert main(['run', 'llama3-405b', '-t', 'dgx-h100', '--format', 'json']) == 0\n"
+             "assert main(['run', 'mixtral-8x7b', '-t', 'dgx-h100', '--format', 'json']) == 0\n"
+             "print([m for m in ('simulator.reliability', 'difflib', 'simpy')"
+             " if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout
     assert out.splitlines()[-1] == "[]"
