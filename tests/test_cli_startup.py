@@ -6,6 +6,7 @@ fresh interpreter, that the heavy optional libraries stay out of sys.modules.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import subprocess
@@ -82,6 +83,21 @@ def test_help_lists_every_command(capsys):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert all(name in out for name in cli.COMMANDS)
+
+
+def test_help_before_a_command_still_lists_every_command(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["-h", "run"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in cli.COMMANDS)
+
+
+def test_a_command_line_starting_with_its_command_builds_that_command_only():
+    parser = cli.build_parser("run", siblings=False)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(sub.choices) == ["run"]
+    assert parser.parse_args(["run", "tiny", "-t", "dgx-h100"]).workload == "tiny"
 
 
 def test_bare_command_prints_usage_and_exits_2(capsys):
