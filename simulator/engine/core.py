@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import simpy
 
 
-@dataclass
+@dataclass(eq=False)  # numpy fields: no value equality (nor its start-up cost)
 class EngineInput:
     """Durations (s) the engine replays; produced by :mod:`simulator.workload`.
 
