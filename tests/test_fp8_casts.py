@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.api import resolve
+from simulator.api import plan, resolve
 from simulator.hardware import Topology
 from simulator.workload import fp8
 from simulator.workload.cost import CostContext, op_time
@@ -66,3 +66,14 @@ def test_casts_cost_a_larger_share_of_narrow_local_gemms():
     ops = _by_name(layer_forward(w))
     share = {n: op_time(ops[n + fp8.SUFFIX], ctx) / op_time(ops[n], ctx) for n in ("fc1", "fc2")}
     assert x.ffn_t > x.h and share["fc2"] > share["fc1"] > 0
+
+
+def test_param_gather_moves_the_weights_in_the_dtype_they_are_held():
+    """Distributed optimizer: FP8 weights (fp8_param_gather) are all-gathered at 1 byte per
+    parameter, 16-bit weights at 2; the collective gets cheaper, never dearer."""
+    over = {"training.precision": "fp8", "parallelism.data": 8}
+    held16 = plan("llama3-8b", "dgx-h100", over).engine_input
+    held8 = plan("llama3-8b", "dgx-h100", {**over, "training.fp8_param_gather": True}).engine_input
+    assert held16.param_gather_bytes.sum() > 0
+    assert held8.param_gather_bytes == pytest.approx(held16.param_gather_bytes / 2, rel=1e-12)
+    assert (held8.param_gather < held16.param_gather).all()

@@ -55,6 +55,7 @@ class Endpoint:
     case: Case
     inp: object  # EngineInput
     var: Variability
+    pp_span: int = 0  # outermost switching tier the PP sends cross (0: scale-up domain)
 
     def replay(self, sigma: float) -> tuple[float, float]:
         """(expected step without host and barrier terms (s), its secant slope in the
@@ -93,7 +94,8 @@ def _endpoint(case: Case) -> Endpoint:
     w, t = resolve(case.spec["workload"], case.topology, case.spec["overrides"],
                    case.topology_overrides)
     plan = build_plan(w, Topology.from_config(t))
-    return Endpoint(case=case, inp=plan.engine_input, var=Variability.of(w, t))
+    return Endpoint(case=case, inp=plan.engine_input, var=Variability.of(w, t),
+                    pp_span=plan.groups["pp"].span)
 
 
 def _fixed_work(cases: list[Case]) -> bool:
@@ -130,17 +132,19 @@ def growth_table(groups: list[Group], sigmas: np.ndarray) -> np.ndarray:
                      for g in groups])
 
 
-def predicted(table: np.ndarray, groups: list[Group], mu: np.ndarray, nu: np.ndarray
-              ) -> np.ndarray:
+def predicted(table: np.ndarray, groups: list[Group], mu: np.ndarray, nu: np.ndarray,
+              extra: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Growth ``[group, sigma, mu, nu]`` for every sigma of the table, host noise ``mu``
-    and barrier noise ``nu`` (s)."""
+    and barrier noise ``nu`` (s); ``extra``: seconds added to each group's (smallest,
+    largest) step, a candidate effect of :mod:`.scale_probe` (none by default)."""
     def step(end: int, attr: str) -> np.ndarray:
         h = np.array([getattr(g, attr).harmonic for g in groups])[:, None, None, None]
         hb = np.array([getattr(g, attr).barrier_harmonic
                        for g in groups])[:, None, None, None]
         base = table[:, :, end, 0][:, :, None, None]
         slope = table[:, :, end, 1][:, :, None, None]
-        return base + mu[None, None, :, None] * h + slope * hb * nu[None, None, None, :]
+        add = 0.0 if extra is None else np.asarray(extra[end])[:, None, None, None]
+        return base + mu[None, None, :, None] * h + slope * hb * nu[None, None, None, :] + add
     return step(1, "large") / step(0, "small") - 1.0
 
 

@@ -23,6 +23,7 @@ from ..engine import EngineInput
 from ..errors import ConfigError
 from ..hardware import Placement, Topology
 from ..memory.activations import activation_bytes_per_layer
+from ..memory.states import weight_bytes
 from ..moe import is_moe_layer
 from .context import make_attention
 from .cost import CostContext, Phase, TimedOp, cost_ops
@@ -345,6 +346,10 @@ def _engine_input(w: Workload, topo: Topology, bld: _Builder, schedule, tables,
     dense_shard, edp = bld.shape.dense_shard, bld.shape.expert_shard
     buckets, sizes, opt, ag, ag_bytes = [], [], [], [], []
     grad_bytes = GRAD_BYTES if tr.grad_reduce_in_fp32 else BYTES["bf16"]
+    # The distributed optimizer all-gathers the weights in the dtype the model holds them:
+    # FP8 with fp8_param_gather (Megatron-Core: the TE weights are Float8Tensors and the
+    # gather moves their 1-byte data), bf16 otherwise.
+    wbytes = weight_bytes(tr)
     # Two model copies (DualPipe): each chunk's gradient is first summed with its twin's on
     # stage p-1-s, an all-reduce of two ranks placed as the farthest pipeline pair.
     twin = topo.place(2, strides(w)["pp"] * (P - 1)) \
@@ -367,10 +372,10 @@ def _engine_input(w: Workload, topo: Topology, bld: _Builder, schedule, tables,
         opt.append(optimizer_time(sp.dense / dense_shard + sp.expert / edp, topo.gpu))
         gather = 0.0
         if tr.distributed_optimizer:
-            gather = collective_time("all_gather", sp.dense * PARAM_BYTES, g["dp_cp"], topo) \
-                + collective_time("all_gather", sp.expert * PARAM_BYTES, g["edp"], topo)
+            gather = collective_time("all_gather", sp.dense * wbytes, g["dp_cp"], topo) \
+                + collective_time("all_gather", sp.expert * wbytes, g["edp"], topo)
         ag.append(gather)
-        ag_bytes.append((sp.dense + sp.expert) * PARAM_BYTES if gather else 0.0)
+        ag_bytes.append((sp.dense + sp.expert) * wbytes if gather else 0.0)
     return EngineInput(
         schedule=schedule, route=bld.shape.route, post_validation=sched.post_validation,
         wgrad=wgrad if sched.uses_w else None, fwd_ep=fwd_ep, bwd_ep=bwd_ep,
