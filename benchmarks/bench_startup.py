@@ -6,7 +6,9 @@
 
 Each round starts, one after another, fresh Python processes for:
 
-* **floor**: ``import numpy, simpy, pydantic, yaml`` (what any run must load);
+* **floor**: ``import numpy, simpy, pydantic, yaml`` (the issue's floor);
+* **floor without simpy**: what ``run`` itself loads of the four (the direct replay needs
+  no event loop; simpy loads for traces), shown so the ratio's source is visible;
 * **import simulator**: ``import simulator``;
 * **run**: ``clustersim run llama3-405b --topology dgx-h100 --format json``, started
   the way the console script starts it (``from simulator.cli.main import main``);
@@ -41,6 +43,7 @@ OUT = ROOT / "reports" / "benchmarks_startup.md"
 RUN = ["run", "llama3-405b", "--topology", "dgx-h100", "--format", "json"]
 CASES = {
     "floor": "import numpy, simpy, pydantic, yaml",
+    "floor without simpy": "import numpy, pydantic, yaml",
     "import simulator": "import simulator",
     "clustersim run llama3-405b -t dgx-h100 --format json":
         f"import sys; from simulator.cli.main import main; sys.exit(main({RUN!r}))",
