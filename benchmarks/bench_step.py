@@ -68,9 +68,10 @@ SHIPPED = ["llama3-8b", "llama3-70b", "llama3-405b", "llama3-405b-long-context",
 
 
 def _step(w, t, engine: str) -> None:
-    """``simulate_resolved`` with the replay engine chosen (records discarded)."""
+    """``simulate_resolved`` with the replay engine chosen (records discarded, so, as there,
+    a plan without op timelines: nothing reads them)."""
     topo = Topology.from_config(t)
-    p = build_plan(w, topo)
+    p = build_plan(w, topo, ops=False)
     run = run_engine(p.engine_input, NullRecorder(), engine=engine)
     summarize(p, run, estimate_memory(w, topo, p.partition))
 

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..schedules import is_fused
+from . import lean
 from .periodic import fold
 from .records import NullRecorder, Record, SpanRecorder
 
@@ -53,13 +54,17 @@ def replay(sim: Any) -> None:
 def replay_all(sim: Any) -> None:
     """:func:`replay` without folding: every step of every stage."""
     inp, p = sim.inp, sim.p
+    compiled = [_Stage(sim, s) for s in range(p)]
+    if (type(sim.rec) is NullRecorder and all(c.facts is not None for c in compiled)
+            and lean.replay(sim, [c.facts for c in compiled], [c.dur for c in compiled])):
+        return  # records only counted, no fused pair, no deadlock: the counting replay
     data = _Data(inp)
     # an input's key is a number (:func:`_key`): its (arrival, producer end), its waiting stage
     size = 2 * inp.fwd.shape[2] * inp.fwd.shape[1] * p
     arrive: list[tuple[float, float] | None] = [None] * size
     waiters = [-1] * size
     runnable = list(range(p - 1, -1, -1))
-    stages = [_Stage(sim, s, data).run(sim, arrive, waiters, runnable) for s in range(p)]
+    stages = [c.run(sim, data, arrive, waiters, runnable) for c in compiled]
     while runnable:
         s = runnable.pop()
         key = next(stages[s], None)
@@ -86,18 +91,22 @@ class _Stage:
     and locality of its send (or None).
     """
 
-    __slots__ = ("data", "dst", "dur", "fused", "phases", "rel", "s", "split", "steps", "wait")
+    __slots__ = ("data", "dst", "dur", "facts", "fused", "phases", "rel", "s", "split", "steps",
+                 "wait")
 
-    def __init__(self, sim: Any, s: int, data: _Data):
-        self.s, self.data = s, data
+    def __init__(self, sim: Any, s: int):
+        self.s = s
         steps = self.steps = sim.inp.schedule[s]
-        self.phases, self.split, self.fused, self.wait, self.rel, self.dst, index = _structure(
-            steps, sim.route, s, sim.inp.overlap_grad_reduce, sim.inp.fwd.shape)
+        (self.phases, self.split, self.fused, self.wait, self.rel, self.dst, index,
+         self.facts) = _structure(steps, sim.route, s, sim.inp.overlap_grad_reduce,
+                                  sim.inp.fwd.shape)
         self.dur = _durations(s, index, sim.inp)
 
-    def run(self, sim: Any, arrive: list, waiters: list, runnable: list) -> Iterator[int]:
+    def run(self, sim: Any, data: _Data, arrive: list, waiters: list,
+            runnable: list) -> Iterator[int]:
         """Run the stage's steps; yields the key of an absent input and resumes once it
         has arrived (a generator keeps the stage's clock and sums between waits)."""
+        self.data = data
         s, steps, fused, wait, dur, rel, dsts = (self.s, self.steps, self.fused, self.wait,
                                                  self.dur, self.rel, self.dst)
         inp, st_, rec = sim.inp, sim.stats[s], sim.rec
@@ -242,10 +251,11 @@ _MAX_STRUCTURES = 4096  # stages' worth; cleared when full
 
 
 def _structure(steps, route, s: int, overlap_grad: bool, shape: tuple) -> tuple:
-    """(phases, split, fused, wait, rel, dst, index) of stage s: what depends on the order and
-    the route only, not on times. Shared step lists (tuples from ``workload.shape.schedule_steps``,
-    one route per size) are compiled once; the cache keeps the objects it was keyed on, so
-    an ``id`` cannot be reused while its entry lives."""
+    """(phases, split, fused, wait, rel, dst, index, facts) of stage s: what depends on the
+    order and the route only, not on times (``facts``: :class:`.lean.Facts`, None with a
+    fused pair). Shared step lists (tuples from ``workload.shape.schedule_steps``, one
+    route per size) are compiled once; the cache keeps the objects it was keyed on, so an
+    ``id`` cannot be reused while its entry lives."""
     if not isinstance(steps, tuple):
         return _compile(steps, route, s, overlap_grad, shape)
     key = (id(steps), id(route), s, overlap_grad, shape)
@@ -297,7 +307,9 @@ def _compile(steps, route, s: int, overlap_grad: bool, shape: tuple) -> tuple:
              np.fromiter(map(_CHUNK, steps), dtype=np.intp, count=len(steps)),
              np.fromiter(map(_MB, steps), dtype=np.intp, count=len(steps)),
              np.array([x[0] == "B" and (x[1], x[2]) in split for x in steps], dtype=bool))
-    return phases, split, list(map(is_fused, steps)), wait, rel, dst, index
+    fused = list(map(is_fused, steps))
+    facts = None if any(fused) else lean.compile_facts(phases, wait, rel, dst)
+    return phases, split, fused, wait, rel, dst, index, facts
 
 
 def _hop(route, s: int, x, shape: tuple) -> tuple:

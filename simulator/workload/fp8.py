@@ -43,8 +43,9 @@ narrow: high tensor parallelism and small models alike (validation/analysis.md, 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
+
+from .opcopy import derive
 
 if TYPE_CHECKING:  # the Op type only; ops.py imports this module
     from .ops import Op
@@ -74,14 +75,14 @@ def cast_op(op: Op, microbatches: int, fp8_params: bool) -> Op:
     per_in = INPUT_TRANSPOSE_BYTES if op.name in NORM_FUSED else INPUT_CAST_BYTES
     per_w = WEIGHT_TRANSPOSE_BYTES if fp8_params else WEIGHT_CAST_BYTES
     fwd = per_in * t * k * op.batch + per_w * n * k / max(1, microbatches)
-    return replace(op, name=op.name + SUFFIX, kind="mem", flops=0.0, nbytes=fwd,
-                   shape=(0.0, 0.0, 0.0), batch=1.0, model_flops=0.0, column=False,
-                   bwd_nbytes=GRAD_CAST_BYTES * t * n * op.batch)
+    return derive(op, name=op.name + SUFFIX, kind="mem", flops=0.0, nbytes=fwd,
+                  shape=(0.0, 0.0, 0.0), batch=1.0, model_flops=0.0, column=False,
+                  bwd_nbytes=GRAD_CAST_BYTES * t * n * op.batch)
 
 
 def backward_cast(cast: Op) -> Op:
     """The backward quantisation of a cast op: its output-gradient bytes."""
-    return replace(cast, name=cast.name + "_bwd", nbytes=cast.bwd_nbytes or 0.0)
+    return derive(cast, name=cast.name + "_bwd", nbytes=cast.bwd_nbytes or 0.0)
 
 
 def with_casts(ops: list[Op], microbatches: int, fp8_params: bool) -> list[Op]:

@@ -8,8 +8,10 @@ and are costed once (:meth:`simulator.workload.plan._Builder.chunk` in collect m
 the routed-expert parts (:class:`~.moe_layer.MoEPart`: dispatch, experts, combine, host
 stalls) add, per micro-batch, the sum over the chunk's MoE layers of the parts of their
 draws. A chunk's MoE layers are consecutive, and so are their rows of the draw table
-(MoE layers in order, MTP last): the sums are one gather of the parts' fields
-``[field, layer, micro-batch]`` and a sum over each chunk's slice of layers.
+(MoE layers in order, MTP last). The sums go slot by slot: slot ``k`` of every chunk
+is the draw its ``k``-th MoE layer uses at each micro-batch (a column of zeros where a
+chunk has fewer layers), so each chunk's sum is its layers' parts added in layer order,
+with as many numpy gathers as a chunk has MoE layers, however many chunks there are.
 
 The forward of a MoE layer adds its forward part, the backward its backward part and,
 when the layer's forward is recomputed (``recompute_modules`` moe, or full), its
@@ -53,19 +55,61 @@ def chunk_sums(moe: MoECost, chunks: list[ChunkBase]) -> tuple[np.ndarray, ...]:
     micro-batch]`` (fields :data:`D`, :data:`C`, :data:`X`, :data:`E`), and the W seconds
     ``[chunk, micro-batch]``."""
     table = moe.table
-    n = table.entry.shape[0]
-    span = np.zeros((len(chunks), 2), dtype=np.int64)  # [lo, hi) rows of each chunk
-    rerun, counted = np.zeros(n), np.zeros(n)
-    for i, ch in enumerate(chunks):
-        rows = [table.layer_row[x[0]] for x in ch.layers]
-        if rows:
-            span[i] = rows[0], rows[-1] + 1
-            assert span[i, 1] - span[i, 0] == len(rows), "a chunk's MoE layers are consecutive"
-        for row, (_, again, in_w) in zip(rows, ch.layers, strict=True):
-            rerun[row], counted[row] = again, in_w
     per_draw = np.concatenate([moe.stacked(False)[_PHASE_FIELDS],
                                moe.stacked(True)[_PHASE_FIELDS]])  # [fwd 4 + bwd 4, K]
-    parts = per_draw[:, table.entry]  # [8, layer, micro-batch]
+    rows = [[table.layer_row[x[0]] for x in ch.layers] for ch in chunks]
+    for r in rows:
+        assert r == list(range(r[0], r[0] + len(r))) if r else True, \
+            "a chunk's MoE layers are consecutive"
+    if table.entry.shape[1] < 2:
+        return _chunk_sums_rows(per_draw, table.entry, chunks, rows)
+    # slot k of chunk i: the draw its k-th MoE layer uses per micro-batch, or a zero column
+    zero = per_draw.shape[1]
+    per_draw = np.concatenate([per_draw, np.zeros((per_draw.shape[0], 1))], axis=1)
+    entry = np.concatenate([table.entry, np.full((1, table.entry.shape[1]), zero)])
+    none = table.entry.shape[0]  # the row of ``entry`` that reads the zero column
+
+    def sums(g: np.ndarray, keep: int | None, which: list[int]) -> np.ndarray:
+        """[fields, K + 1] -> [fields, chunk of ``which``, mb]"""
+        out = np.zeros((g.shape[0], len(which), entry.shape[1]))
+        for k in range(max((len(rows[i]) for i in which), default=0)):
+            slot = [rows[i][k] if k < len(rows[i]) and (keep is None or
+                                                        chunks[i].layers[k][keep]) else none
+                    for i in which]
+            term = np.take(g, entry[slot], axis=1)
+            out = term if k == 0 else out + term
+        return out
+
+    both = sums(per_draw, None, list(range(len(chunks))))
+    mf, mb = both[:4], both[4:]
+    # a chunk whose layers all re-run (all count in W) has the sums above; only the others
+    # (the MTP layer's chunk) are summed again without the layers left out
+    rerun = [i for i, ch in enumerate(chunks) if not all(x[1] for x in ch.layers)]
+    mr = mf
+    if rerun:
+        mr = mf.copy()
+        mr[:, rerun] = sums(per_draw[:4], 1, rerun)
+    counted = [i for i, ch in enumerate(chunks) if not all(x[2] for x in ch.layers)]
+    mw = mb[E]
+    if counted:
+        mw = mw.copy()
+        mw[counted] = sums(per_draw[4 + E:5 + E], 2, counted)[0]
+    return mf, mb, mr, mw / 2
+
+
+def _chunk_sums_rows(per_draw: np.ndarray, entry: np.ndarray, chunks: list[ChunkBase],
+                     rows: list[list[int]]) -> tuple[np.ndarray, ...]:
+    """:func:`chunk_sums` for one micro-batch, where ``np.sum`` adds along the layers
+    (pairwise from 8 on) rather than one layer after the other: the sums as it gives them."""
+    n = entry.shape[0]
+    span = np.zeros((len(chunks), 2), dtype=np.int64)  # [lo, hi) rows of each chunk
+    rerun, counted = np.zeros(n), np.zeros(n)
+    for i, (ch, r) in enumerate(zip(chunks, rows, strict=True)):
+        if r:
+            span[i] = r[0], r[-1] + 1
+        for row, (_, again, in_w) in zip(r, ch.layers, strict=True):
+            rerun[row], counted[row] = again, in_w
+    parts = per_draw[:, entry]  # [8, layer, micro-batch]
 
     def sums(g: np.ndarray) -> np.ndarray:  # [fields, layer, mb] -> [fields, chunk, mb]
         out = np.zeros((g.shape[0], len(chunks), g.shape[2]))
@@ -89,10 +133,10 @@ def stage_draw_uses(moe: MoECost, chunks: list[ChunkBase], runs: np.ndarray,
     k = len(table.rows)
     stage_of = np.zeros(table.entry.shape[0], dtype=np.int64)  # each layer sits in one chunk
     layer_runs = np.zeros(table.entry.shape, dtype=bool)
-    for i, ch in enumerate(chunks):
-        rows = [table.layer_row[x[0]] for x in ch.layers]
-        stage_of[rows] = ch.s
-        layer_runs[rows] = runs[i]
+    rows = [table.layer_row[x[0]] for ch in chunks for x in ch.layers]
+    chunk = np.repeat(np.arange(len(chunks)), [len(ch.layers) for ch in chunks])
+    stage_of[rows] = np.array([ch.s for ch in chunks], dtype=np.int64)[chunk]
+    layer_runs[rows] = runs[chunk]
     keys = (stage_of[:, None] * k + table.entry)[layer_runs]
     return np.bincount(keys, minlength=stages * k).reshape(stages, k).astype(float)
 
@@ -136,16 +180,16 @@ def add_moe_parts(moe: MoECost, chunks: list[ChunkBase], tables: tuple[np.ndarra
         for k, v in zip(EP_KEYS, per_stage[s].tolist(), strict=True):
             ep_totals[s][k] = ep_totals[s].get(k, 0.0) + v
     if phases is not None:
-        for i, ch in enumerate(chunks):
-            first = ch.mbs[0]
-            phases[("F", ch.s, ch.c)] = _first(ch.f, mf[:, i, first])
-            phases[("B", ch.s, ch.c)] = _first(ch.b, mb[:, i, first] + mr[:, i, first])
+        at = (slice(None), np.arange(len(chunks)), np.array([ch.mbs[0] for ch in chunks]))
+        fwd, bwd = mf[at].T.tolist(), (mb[at] + mr[at]).T.tolist()  # [chunk, field]
+        for ch, f, b in zip(chunks, fwd, bwd, strict=True):
+            phases[("F", ch.s, ch.c)] = _first(ch.f, f)
+            phases[("B", ch.s, ch.c)] = _first(ch.b, b)
 
 
-def _first(base: Phase, extra: np.ndarray) -> Phase:
+def _first(base: Phase, extra: list[float]) -> Phase:
     """The first micro-batch's phase: ``base`` plus its MoE part ``extra`` (D, C, X, E)."""
     exposed = dict(base.exposed)
-    exposed["ep"] = exposed.get("ep", 0.0) + float(extra[X])
-    return Phase(duration=base.duration + float(extra[D]),
-                 compute=base.compute + float(extra[C]), exposed=exposed, flops=base.flops,
-                 model_flops=base.model_flops)
+    exposed["ep"] = exposed.get("ep", 0.0) + extra[X]
+    return Phase(duration=base.duration + extra[D], compute=base.compute + extra[C],
+                 exposed=exposed, flops=base.flops, model_flops=base.model_flops)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from ..compute import BYTES
 from ..config.workload import Workload
 from . import fp8, mla
+from .opcopy import derive
 
 
 @dataclass(frozen=True)
@@ -217,27 +218,30 @@ def backward_of(ops: list[Op]) -> list[Op]:
     out: list[Op] = []
     pending: list[Op] = []  # forward all-reduces waiting for their column-parallel GEMM
     mirror = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather"}
-    casts = {o.name for o in ops if o.name.endswith(fp8.SUFFIX)}
+    casts: dict[str, Op] = {}  # name -> the first op of that name, an FP8 cast
+    for o in ops:
+        if o.name.endswith(fp8.SUFFIX):
+            casts.setdefault(o.name, o)
     for op in reversed(ops):
         if op.kind == "gemm":
             cast = op.name + fp8.SUFFIX  # FP8: the output gradient is cast before dgrad/wgrad
             if cast in casts:
-                out.append(fp8.backward_cast(next(o for o in ops if o.name == cast)))
-            out.append(replace(op, name=op.name + "_bwd", flops=2 * op.flops,
+                out.append(fp8.backward_cast(casts[cast]))
+            out.append(derive(op, name=op.name + "_bwd", flops=2 * op.flops,
                                batch=2 * op.batch, model_flops=2 * op.model_flops))
             if op.column and pending:
-                out.append(replace(pending.pop(0), name=op.name + "_input_grad_allreduce"))
+                out.append(derive(pending.pop(0), name=op.name + "_input_grad_allreduce"))
         elif op.kind == "attn":
-            out.append(replace(op, name=op.name + "_bwd", flops=2.5 * op.flops,
+            out.append(derive(op, name=op.name + "_bwd", flops=2.5 * op.flops,
                                model_flops=2 * op.model_flops))
         elif op.name in casts:
             continue  # placed before its GEMM's backward above
         elif op.kind == "mem":
-            out.append(replace(op, name=op.name + "_bwd", nbytes=2 * op.nbytes))
+            out.append(derive(op, name=op.name + "_bwd", nbytes=2 * op.nbytes))
         elif op.comm == "all_reduce" and op.axis == "tp":
             pending.append(op)
         else:
-            out.append(replace(op, name=op.name + "_bwd", comm=mirror.get(op.comm, op.comm)))
+            out.append(derive(op, name=op.name + "_bwd", comm=mirror.get(op.comm, op.comm)))
     return out + pending
 
 
@@ -262,10 +266,10 @@ def recompute_ops(w: Workload, fwd: list[Op], moe_layer: bool = False) -> list[O
     re-costed with the experts (:mod:`.moe_layer`). Recomputed ops count no model FLOPs."""
     rc = w.training.recompute_plan
     if rc.full:
-        return [replace(o, name=o.name + "_recompute", model_flops=0.0) for o in fwd]
+        return [derive(o, name=o.name + "_recompute", model_flops=0.0) for o in fwd]
     skip = "mlp" if moe_layer else "shared_experts"
     names = {n for mod in rc.modules if mod != skip for n in MODULE_OPS.get(mod, ())}
-    ops = [replace(o, name=o.name + "_recompute", model_flops=0.0) for o in fwd
+    ops = [derive(o, name=o.name + "_recompute", model_flops=0.0) for o in fwd
            if o.name in names]
     moe = w.model.moe
     if moe_layer and moe is not None and rc.has("moe_act") and not rc.has("moe"):

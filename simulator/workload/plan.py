@@ -84,16 +84,20 @@ class _Builder:
         dense_bwd = backward_of(dense_fwd)
         self.dense = self._layer(None, ops=(dense_fwd, dense_bwd))
         shared = w.model.moe.shared_expert_ffn_hidden_size if w.model.moe else 0
-        self.moe_base = self._layer(shared, moe_layer=True) if w.model.moe else None
+        # an MoE layer's ops without the routed experts: built once, read three times below
+        moe_fwd = layer_forward(w, shared) if w.model.moe else []
+        moe_bwd = backward_of(moe_fwd)
+        self.moe_base = (self._layer(shared, moe_layer=True, ops=(moe_fwd, moe_bwd))
+                         if w.model.moe else None)
         self.moe = MoECost(w, topo, self.groups, x.T, self.moe_base) if w.model.moe else None
         self.ep_parts: list[MoEPart] = []  # MoE parts of the last chunk() call
+        self._collected: dict[tuple, tuple] = {}  # collect(): chunks alike
         self.rc = rc = tr.recompute_plan
         self.recompute_moe = rc.full or rc.has("moe")
         # full recompute, block method: layers past recompute_num_layers keep their
         # activations, so their backward re-runs nothing
         self.dense_plain_bwd = cost_ops(dense_bwd, self.ctx)
-        self.moe_plain_bwd = (cost_ops(backward_of(layer_forward(w, shared)), self.ctx)
-                              if self.moe else None)
+        self.moe_plain_bwd = cost_ops(moe_bwd, self.ctx) if self.moe else None
         self.offload_layers = tr.cpu_offloading_num_layers if tr.cpu_offloading else 0
         self.offload = self._offload_waits(topo) if self.offload_layers else None
         emb, out = embedding_forward(w), output_forward(w)
@@ -101,7 +105,7 @@ class _Builder:
         self.output = (cost_ops(out, self.ctx), cost_ops(backward_of(out), self.ctx))
         # W (weight-gradient GEMMs) of each kind of block, for B/W-split schedules
         self.w_dense = wgrad_time(dense_fwd, self.ctx)
-        self.w_moe_base = wgrad_time(layer_forward(w, shared), self.ctx) if self.moe else 0.0
+        self.w_moe_base = wgrad_time(moe_fwd, self.ctx) if self.moe else 0.0
         self.w_output = wgrad_time(out, self.ctx)
 
     def _layer(self, ffn: int | None, moe_layer: bool = False,
@@ -149,6 +153,28 @@ class _Builder:
         if self.moe is not None or self.offload_layers:
             return None
         return self.shape.first(s, c), self.shape.last(s, c), len(self.shape.layer_ids(s, c))
+
+    def collect(self, s: int, c: int, mb: int, first: bool, last: bool
+                ) -> tuple[Phase, Phase, float, list[tuple[int, bool, bool]]]:
+        """:meth:`chunk` in collect mode, and its MoE layers: the same phases (shared,
+        read-only) for every chunk alike, i.e. with the same embedding / output, the same
+        sequence of dense and MoE layers (recompute goes by position) and as many
+        offloaded layers; only the MoE layer ids differ."""
+        moe, ids = self.w.model.moe, self.shape.layer_ids(s, c)
+        kinds = tuple(is_moe_layer(moe, layer) for layer in ids)
+        key = (first, last, kinds, sum(layer < self.offload_layers for layer in ids))
+        hit = self._collected.get(key)
+        if hit is None:
+            layers: list[tuple[int, bool, bool]] = []
+            f, b, wg = self.chunk(s, c, mb, first, last, ops=False, moe_layers=layers)
+            hit = self._collected[key] = (f, b, wg, [x[1:] for x in layers])
+        f, b, wg, flags = hit
+        m = self.w.model
+        moe_ids = [layer for layer, k in zip(ids, kinds, strict=True) if k]
+        if last:
+            moe_ids += [layer for layer in range(m.num_layers, m.num_layers + m.mtp_num_layers)
+                        if is_moe_layer(moe, layer)]
+        return f, b, wg, [(layer, *x) for layer, x in zip(moe_ids, flags, strict=True)]
 
     def chunk(self, s: int, c: int, mb: int, first: bool, last: bool, ops: bool,
               moe_layers: list[tuple[int, bool, bool]] | None = None):
@@ -262,9 +288,7 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
                 if ops:  # op timelines of the first micro-batch
                     phases[("F", s, c)], phases[("B", s, c)] = bld.chunk(s, c, mbs[0], first,
                                                                          last, ops=True)[:2]
-                layers: list[tuple[int, bool, bool]] = []
-                f, b, wg = bld.chunk(s, c, mbs[0], first, last, ops=False, moe_layers=layers)
-                pending.append(ChunkBase(s, c, mbs, f, b, wg, layers))
+                pending.append(ChunkBase(s, c, mbs, *bld.collect(s, c, mbs[0], first, last)))
                 continue
             # a chunk that forwards every micro-batch: a basic slice (fancy indexing is slow)
             sl = slice(None) if len(mbs) == M else mbs
