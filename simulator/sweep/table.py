@@ -74,8 +74,7 @@ class Table:
         cells = [_formatter(self.column(col)) for col in self.columns]
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(self.columns)
-        for i, _ in enumerate(self.rows):
-            writer.writerow([fmt[i] for fmt in cells])
+        writer.writerows(zip(*cells, strict=True))
 
 
 def _formatter(values: list[Any]) -> list[str]:
