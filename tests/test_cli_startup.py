@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -121,3 +122,22 @@ def test_python_dash_m_simulator():
     assert {"llama3-8b", "tiny"} <= set(names["workloads"])
     assert {"dgx-h100", "gb200-nvl72"} <= set(names["topologies"])
     assert "llama3-70b-plans" in names["sweeps"]
+
+
+@pytest.mark.parametrize("user_value, scanned", [(None, False), ("", True)])
+def test_config_models_skip_pydantic_plugin_scan_and_restore_the_environment(user_value,
+                                                                             scanned):
+    """The config models are built with PYDANTIC_DISABLE_PLUGINS set, so a run never scans
+    every installed distribution's entry points; the variable is restored afterwards, and
+    a value the user set (even "") is left alone and honoured."""
+    probe = ("import os\nfrom simulator.cli.main import main\n"
+             "assert main(['run', 'tiny', '-t', 'dgx-h100', '--format', 'json']) == 0\n"
+             "from pydantic.plugin import _loader\n"
+             "print(_loader._plugins is not None,"
+             " repr(os.environ.get('PYDANTIC_DISABLE_PLUGINS')))")
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if user_value is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = user_value
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         cwd=ROOT, check=True, env=env).stdout.splitlines()[-1].split()
+    assert out == [str(scanned), repr(user_value)]
