@@ -6,7 +6,12 @@
 
 Each round starts, one after another, fresh Python processes for:
 
-* **floor**: ``import numpy, simpy, pydantic, yaml`` (what any run must load);
+* **floor**: ``import numpy, simpy, pydantic, yaml`` (the issue's floor);
+* **floor without simpy**: what ``run`` itself loads of the four (the direct replay needs
+  no event loop; simpy loads for traces), shown so the ratio's source is visible;
+* **floor + BaseModel**: the floor plus ``from pydantic import BaseModel``, the model
+  machinery that a bare ``import pydantic`` leaves unloaded and any pydantic schema needs
+  (before one model is built);
 * **import simulator**: ``import simulator``;
 * **run**: ``clustersim run llama3-405b --topology dgx-h100 --format json``, started
   the way the console script starts it (``from simulator.cli.main import main``);
@@ -41,6 +46,8 @@ OUT = ROOT / "reports" / "benchmarks_startup.md"
 RUN = ["run", "llama3-405b", "--topology", "dgx-h100", "--format", "json"]
 CASES = {
     "floor": "import numpy, simpy, pydantic, yaml",
+    "floor without simpy": "import numpy, pydantic, yaml",
+    "floor + BaseModel": "import numpy, simpy, pydantic, yaml; from pydantic import BaseModel",
     "import simulator": "import simulator",
     "clustersim run llama3-405b -t dgx-h100 --format json":
         f"import sys; from simulator.cli.main import main; sys.exit(main({RUN!r}))",

@@ -30,9 +30,13 @@ import os
 import platform
 import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+import yaml
 
 from simulator.engine import NullRecorder, run_engine
 from simulator.hardware import Topology
@@ -78,6 +82,36 @@ def _import_pandas() -> float:
     import pandas  # noqa: F401 - the import is what is measured
 
     return _cpu() - t0
+
+
+FRESH = """\
+import sys, time
+from simulator.cli.main import main
+t0 = time.process_time()
+rc = main(["sweep", sys.argv[1], "--executor", "serial", "-o", sys.argv[2]])
+print(time.process_time() - t0, int("pandas" in sys.modules), rc)
+"""
+
+
+def _fresh_cli(repeats: int = 3) -> tuple[int, float, bool]:
+    """(configurations, median CPU seconds, pandas loaded) of the dense sweep run by
+    ``clustersim sweep FILE --executor serial -o CSV`` as the first thing a fresh process
+    does after importing the CLI: every lazy import the sweep needs is counted."""
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = Path(tmp) / "dense.yaml"
+        spec.write_text(yaml.safe_dump({
+            "workload": DENSE["workload"], "topology": DENSE["topology"],
+            "set": DENSE["overrides"], "axes": DENSE["axes"], "zip_axes": DENSE["zip_axes"]}))
+        out = Path(tmp) / "dense.csv"
+        env = {**os.environ, "PYTHONPATH": str(OUT.parents[1])}
+        runs = []
+        for _ in range(repeats):
+            text = subprocess.run([sys.executable, "-c", FRESH, str(spec), str(out)],
+                                  capture_output=True, text=True, check=True, env=env).stdout
+            cpu, pandas, _rc = text.split()
+            runs.append((float(cpu), pandas == "1"))
+        n = len(out.read_text().splitlines()) - 1
+    return n, statistics.median(r[0] for r in runs), any(r[1] for r in runs)
 
 
 def _rates(name: str, case: dict, workers: int) -> tuple[list[str], tuple[int, float]]:
@@ -205,9 +239,14 @@ def main() -> None:
     if not args.no_moe:
         lines += _rates("Mixtral 8x7B, 256 GPUs", MOE, args.workers)[0]
     say(f"\nThe rates exclude `import pandas` ({pandas_s:.2f} s CPU, once per process, "
-        f"for the first table; the simulator's own import is not counted either). With it, "
-        f"the first dense sweep of a fresh process: "
-        f"{n_dense / (cpu_dense + pandas_s):.2f} per CPU-second.")
+        f"for the first DataFrame of the Python API; the simulator's own import is not "
+        f"counted either). With it, the first dense sweep of a fresh process through the "
+        f"API: {n_dense / (cpu_dense + pandas_s):.2f} per CPU-second.")
+    n_cli, cpu_cli, pandas_cli = _fresh_cli()
+    say(f"`clustersim sweep` (CSV, serial) as a fresh process's first sweep, after "
+        f"importing the CLI, every lazy import counted (median of 3 processes): "
+        f"{n_cli} configurations in {cpu_cli:.2f} s CPU, {n_cli / cpu_cli:.2f} per "
+        f"CPU-second; pandas {'loaded' if pandas_cli else 'not loaded'}.")
     if args.profile:
         say("\n| dense: stage | time | share |\n|---|---|---|")
         lines += _profile_dense()

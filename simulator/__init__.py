@@ -1,8 +1,9 @@
 """clustersim: a discrete-event performance simulator for distributed LLM training.
 
-``import simulator`` loads numpy, simpy, pydantic and pyyaml only, so that
-``clustersim run`` starts close to the cost of importing those four
-(``benchmarks/bench_startup.py``). The sweep machinery behind :func:`sweep`
+``import simulator`` loads numpy, pydantic and pyyaml only, so that
+``clustersim run`` starts close to the cost of importing those and simpy
+(``benchmarks/bench_startup.py``); simpy itself loads when a replay needs the
+event loop (traces, ``engine="simpy"``). The sweep machinery behind :func:`sweep`
 and :func:`search` (process pools, a SQLite store, and pandas for the tables
 they return) loads on their first use; matplotlib loads with the first figure;
 the extras dask and pyarrow load only when asked for (:mod:`simulator.optional`).

@@ -6,8 +6,10 @@ fresh interpreter, that the heavy optional libraries stay out of sys.modules.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,17 +35,30 @@ def test_import_simulator_loads_no_heavy_library():
     assert _loaded_after("import simulator") == []
 
 
+def test_simpy_loads_with_the_event_loop_only():
+    probe = ("import sys, simulator\nprint('simpy' in sys.modules)\n"
+             "from simulator.api import resolve, simulate_resolved\n"
+             "simulate_resolved(*resolve('tiny', 'dgx-h100', {}, None), keep_records=True)\n"
+             "print('simpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    assert out.split() == ["False", "True"]
+
+
 def test_cli_run_loads_no_heavy_library():
     code = ("from simulator.cli.main import main\n"
             "assert main(['run', 'tiny', '-t', 'dgx-h100', '--format', 'json']) == 0")
     assert _loaded_after(code) == []
 
 
-def test_cli_run_loads_neither_reliability_models_nor_difflib():
-    """Start-up budget (issue 16): --variability and did-you-mean hints load on use."""
+def test_cli_run_loads_neither_reliability_models_nor_difflib_nor_simpy():
+    """Start-up budget (issue 16): --variability and did-you-mean hints load on use; the
+    plain run replays directly and never starts SimPy's event loop."""
     probe = ("import sys\nfrom simulator.cli.main import main\n"
-             "assert main(['run', 'tiny', '-t', 'dgx-h100', '--format', 'json']) == 0\n"
-             "print([m for m in ('simulator.reliability', 'difflib') if m in sys.modules])")
+             "assert main(['run', 'llama3-405b', '-t', 'dgx-h100', '--format', 'json']) == 0\n"
+             "assert main(['run', 'mixtral-8x7b', '-t', 'dgx-h100', '--format', 'json']) == 0\n"
+             "print([m for m in ('simulator.reliability', 'difflib', 'simpy')"
+             " if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout
     assert out.splitlines()[-1] == "[]"
@@ -71,6 +86,21 @@ def test_help_lists_every_command(capsys):
     assert all(name in out for name in cli.COMMANDS)
 
 
+def test_help_before_a_command_still_lists_every_command(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["-h", "run"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in cli.COMMANDS)
+
+
+def test_a_command_line_starting_with_its_command_builds_that_command_only():
+    parser = cli.build_parser("run", siblings=False)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(sub.choices) == ["run"]
+    assert parser.parse_args(["run", "tiny", "-t", "dgx-h100"]).workload == "tiny"
+
+
 def test_bare_command_prints_usage_and_exits_2(capsys):
     assert cli.main([]) == 2
     err = capsys.readouterr().err
@@ -92,3 +122,22 @@ def test_python_dash_m_simulator():
     assert {"llama3-8b", "tiny"} <= set(names["workloads"])
     assert {"dgx-h100", "gb200-nvl72"} <= set(names["topologies"])
     assert "llama3-70b-plans" in names["sweeps"]
+
+
+@pytest.mark.parametrize("user_value, scanned", [(None, False), ("", True)])
+def test_config_models_skip_pydantic_plugin_scan_and_restore_the_environment(user_value,
+                                                                             scanned):
+    """The config models are built with PYDANTIC_DISABLE_PLUGINS set, so a run never scans
+    every installed distribution's entry points; the variable is restored afterwards, and
+    a value the user set (even "") is left alone and honoured."""
+    probe = ("import os\nfrom simulator.cli.main import main\n"
+             "assert main(['run', 'tiny', '-t', 'dgx-h100', '--format', 'json']) == 0\n"
+             "from pydantic.plugin import _loader\n"
+             "print(_loader._plugins is not None,"
+             " repr(os.environ.get('PYDANTIC_DISABLE_PLUGINS')))")
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if user_value is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = user_value
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         cwd=ROOT, check=True, env=env).stdout.splitlines()[-1].split()
+    assert out == [str(scanned), repr(user_value)]

@@ -67,8 +67,12 @@ def chosen_command(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; only ``command``'s module is imported (all of them when ``None``)."""
+def build_parser(command: str | None = None, siblings: bool = True) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s module is imported (all of them when ``None``).
+
+    ``siblings=False`` leaves the other commands out altogether (each is a parser to
+    build): for a command line that starts with the command, where nothing can print the
+    top-level help and an unknown command cannot occur."""
     parser = _Parser(prog="clustersim",
                      description="Discrete-event performance simulator for LLM training "
                                  "clusters.",
@@ -81,7 +85,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
             mod.add_arguments(p)
             p.set_defaults(_run=mod.run)
-        else:  # listed in --help; its module loads only when it is the one chosen
+        elif siblings:  # listed in --help; its module loads only when it is the one chosen
             sub.add_parser(name, help=help_)
     return parser
 
@@ -89,7 +93,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = chosen_command(argv)
-    parser = build_parser(command if command in COMMANDS else "")
+    known = command in COMMANDS
+    parser = build_parser(command if known else "", siblings=not (known and argv[0] == command))
     args = parser.parse_args(argv)
     if args.command is None:  # bare `clustersim`: usage and the command list, exit 2
         parser.print_help(sys.stderr)

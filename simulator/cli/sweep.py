@@ -14,7 +14,7 @@ import sys
 from collections import Counter
 
 from ..optional import require
-from ..sweep import load_sweep, run_sweep, write_csv, write_parquet
+from ..sweep import load_sweep, sweep_table, write_csv, write_parquet
 from ..sweep.executors import KINDS
 from .common import check_numbers
 
@@ -48,21 +48,22 @@ def run(args: argparse.Namespace) -> int:
     if args.parquet:  # fail before the sweep runs, not after
         require("pyarrow", "--parquet")
     spec = load_sweep(args.sweep)
-    frame = run_sweep(spec, executor=args.executor, scheduler=args.scheduler,
-                      workers=args.workers, store=args.store)
+    # Plain rows: CSV needs no pandas (simulator/sweep/table.py); Parquet builds the frame.
+    table = sweep_table(spec, executor=args.executor, scheduler=args.scheduler,
+                        workers=args.workers, store=args.store)
     if args.output:
-        write_csv(frame, args.output)
+        write_csv(table, args.output)
     if args.parquet:
-        write_parquet(frame, args.parquet)
+        write_parquet(table.frame(), args.parquet)
     if not args.output and not args.parquet:
-        frame.to_csv(sys.stdout, index=False)
-    counts = frame.attrs["counts"]
+        table.write_csv(sys.stdout)
+    counts = table.counts
     print(f"clustersim sweep: {counts['configurations']} configurations "
           f"({counts['distinct']} distinct valid): {counts['from_store']} from store, "
           f"{counts['simulated']} simulated, {counts['invalid']} invalid, "
           f"{counts['errors']} errors", file=sys.stderr)
     for status in ("invalid", "error"):
-        reasons = Counter(frame.loc[frame.status == status, "reason"])
+        reasons = Counter(row["reason"] for row in table.rows if row["status"] == status)
         for reason, n in reasons.most_common(5):
             print(f"  {n} {status}: {reason}", file=sys.stderr)
     return 1 if counts["errors"] else 0

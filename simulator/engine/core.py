@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import simpy
 
 from ..schedules import Route, Schedule, Step, is_fused
 from .records import ListRecorder, NullRecorder, Record, Recorder
 from .replay import replay
 from .tail import StageStats, dp_tail
 
+if TYPE_CHECKING:
+    import simpy
 
-@dataclass
+
+@dataclass(eq=False)  # numpy fields: no value equality (nor its start-up cost)
 class EngineInput:
     """Durations (s) the engine replays; produced by :mod:`simulator.workload`.
 
@@ -69,7 +72,7 @@ class _Sim:
         self.p = len(inp.schedule)
         self.v = inp.fwd.shape[1]
         self.route = inp.route or Schedule().route(self.p, self.v)
-        self.env = simpy.Environment()
+        self.env: simpy.Environment  # made by the SimPy path only (see run)
         self.arrive: dict[tuple, simpy.Event] = {}
         self.sent_at: dict[tuple, float] = {}  # compute end of the producer
         self.link_free = [0.0] * self.p
@@ -187,6 +190,10 @@ class _Sim:
         if direct:
             replay(self)
         else:
+            # Loaded here, not at the top: the direct replay (every plain `run`) needs no
+            # event loop, and start-up is budgeted (benchmarks/bench_startup.py).
+            import simpy
+            self.env = simpy.Environment()
             for s in range(self.p):
                 self.env.process(self.stage(s))
             self.env.run()

@@ -277,21 +277,26 @@ def _key(ph: str, mb: int, c: int, s: int, shape: tuple) -> int:
 
 
 def _compile(steps, route, s: int, overlap_grad: bool, shape: tuple) -> tuple:
+    """Per step: phase, fused, wait key, send (see :class:`_Stage`). The route is asked once
+    per (phase, chunk) (it reads nothing else of a step), and a key is that pair's
+    micro-batch-0 key plus ``mb * chunks * stages`` (:func:`_key` is linear in the
+    micro-batch), so the loop over the steps calls no function."""
+    p, n, _ = shape
+    per_mb = n * p
     split = {(x[1], x[2]) for x in steps if x[0] == "W"}
-    phases, fused, wait, dst = [], [], [], []
+    phases, wait, dst = [], [], []
     grad_done: dict[int, int] = {}
-    table: dict[tuple[str, int], tuple] = {}  # the route answers per (phase, chunk): ask once
+    table: dict[tuple[str, int], tuple] = {}  # (phase, chunk) -> _hop
     for i, x in enumerate(steps):
         ph, mb, c = x
         hop = table.get((ph, c))
         if hop is None:
-            hop = table[ph, c] = (route.waits(s, x), route.dst(s, x))
-        waits, d = hop
+            hop = table[ph, c] = _hop(route, s, x, shape)
+        wait0, d, dst0 = hop
+        off = mb * per_mb
         phases.append(ph)
-        fused.append(is_fused(x))
-        wait.append(_key(ph, mb, c, s, shape) if waits else None)
-        dst.append(None if d is None else ((ph, mb, d[1], d[0]), d[0] == s,
-                                           _key(ph, mb, d[1], d[0], shape)))
+        wait.append(None if wait0 is None else wait0 + off)
+        dst.append(None if d is None else ((ph, mb, d[1], d[0]), d[0] == s, dst0 + off))
         if ph == "W" or (ph == "B" and (mb, c) not in split):  # as core._Sim.stage: the
             grad_done[c] = i  # step completing chunk c's weight gradients
     rel = [-1] * len(steps)
@@ -302,8 +307,18 @@ def _compile(steps, route, s: int, overlap_grad: bool, shape: tuple) -> tuple:
              np.fromiter(map(_CHUNK, steps), dtype=np.intp, count=len(steps)),
              np.fromiter(map(_MB, steps), dtype=np.intp, count=len(steps)),
              np.array([x[0] == "B" and (x[1], x[2]) in split for x in steps], dtype=bool))
+    fused = list(map(is_fused, steps))
     facts = None if any(fused) else lean.compile_facts(phases, wait, rel, dst)
     return phases, split, fused, wait, rel, dst, index, facts
+
+
+def _hop(route, s: int, x, shape: tuple) -> tuple:
+    """(wait key or None, destination (stage, chunk) or None, its key) of step x's (phase,
+    chunk) at micro-batch 0."""
+    ph, _, c = x
+    d = route.dst(s, x)
+    return (_key(ph, 0, c, s, shape) if route.waits(s, x) else None, d,
+            None if d is None else _key(ph, 0, d[1], d[0], shape))
 
 
 def _durations(s: int, index: tuple, inp: Any) -> list[float]:

@@ -39,7 +39,7 @@ from .trace import load_trace
 NEWTON_ITERATIONS = 30  # as sampling.inclusion_probs
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # numpy fields: no value equality or hash
 class LoadRows:
     """``n`` router draws of one MoE layer shape: row ``i`` is one :class:`RouterLoads`."""
 

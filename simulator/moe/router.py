@@ -59,7 +59,7 @@ AUX_LOSS_TAU = 100.0  # steps for the aux loss to take effect (e-folding)
 DEFAULT_GAMMA = 1e-3  # DeepSeek-V3 bias update speed
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # numpy fields: no value equality or hash
 class RouterLoads:
     """Assignments per expert for one micro-batch of one MoE layer."""
 

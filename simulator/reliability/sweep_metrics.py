@@ -21,7 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..config import TopologyConfig, Workload
 from ..errors import ConfigError
 from ..metrics.result import flatten
-from .run import time_to_train_resolved
 
 PREFIX = "time_to_train."
 _SAME_AS_ROW = ("workload", "topology", "num_gpus")
@@ -61,6 +60,10 @@ def check_options(block: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def metrics(w: Workload, t: TopologyConfig, options: dict[str, Any]) -> dict[str, Any]:
     """Flattened time-to-train outputs of one configuration, keys prefixed ``time_to_train.``."""
+    # The reliability models load here, for a sweep that asks for them: every sweep
+    # imports this module (the options check), most never need them (start-up, issue 16).
+    from .run import time_to_train_resolved
+
     r = time_to_train_resolved(w, t, options["tokens"], options["price_per_gpu_hour"],
                                options["save_interval"], options["async_save"],
                                options["mc_runs"], options["mc_steps"])

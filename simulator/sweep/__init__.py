@@ -43,18 +43,19 @@ from ..reliability.sweep_metrics import check_options
 from .executors import Executor, make_executor
 from .progress import Progress
 from .resolve import Documents
-from .runner import SweepCounts, run_points, write_csv, write_parquet
+from .runner import SweepCounts, run_table, write_csv, write_parquet
 from .search import SearchResult, row_to_overrides, search_plans
 from .spec import SweepSpec, expand, load_sweep, make_spec
 from .store import ResultStore
+from .table import Table
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "Executor", "ResultStore", "SearchResult", "SweepCounts", "SweepSpec", "expand",
+    "Executor", "ResultStore", "SearchResult", "SweepCounts", "SweepSpec", "Table", "expand",
     "load_sweep", "make_executor", "make_spec", "row_to_overrides", "run_sweep", "search",
-    "search_plans", "sweep",
+    "search_plans", "sweep", "sweep_table",
     "write_csv", "write_parquet",
 ]
 
@@ -63,14 +64,22 @@ def run_sweep(spec: SweepSpec, executor: str | Executor = "local", scheduler: An
               workers: int | None = None, store: str | Path | None = None,
               progress: bool | None = None) -> pd.DataFrame:
     """Run a checked sweep spec; see :func:`sweep` for the arguments."""
+    return sweep_table(spec, executor, scheduler, workers, store, progress).frame()
+
+
+def sweep_table(spec: SweepSpec, executor: str | Executor = "local", scheduler: Any = None,
+                workers: int | None = None, store: str | Path | None = None,
+                progress: bool | None = None) -> Table:
+    """:func:`run_sweep`'s rows before they become a DataFrame (:mod:`.table`): what the
+    CLI writes as CSV without loading pandas."""
     points = expand(spec)
     ex = executor if isinstance(executor, Executor) else make_executor(executor, scheduler,
                                                                         workers)
     st = ResultStore(store) if store is not None else None
     try:
         with Progress(len(points), "sweep", enabled=progress) as bar:
-            return run_points(points, ex, st, bar, Documents(spec.base_dir),
-                              check_options(spec.time_to_train))
+            return run_table(points, ex, st, bar, Documents(spec.base_dir),
+                             check_options(spec.time_to_train))
     finally:
         if st is not None:
             st.close()

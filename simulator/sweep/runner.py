@@ -25,13 +25,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..io import atomic_path
+from ..io import atomic_path, atomic_write
 from ..optional import require
 from .executors import Executor
 from .progress import Progress
 from .resolve import Documents, Resolved, resolve_point
 from .spec import Point
 from .store import ResultStore
+from .table import Table
 from .tasks import simulate_task
 
 if TYPE_CHECKING:
@@ -83,10 +84,10 @@ def simulate_keys(items: dict[str, Any], executor: Executor, store: ResultStore 
     return outcomes, reused
 
 
-def run_points(points: list[Point], executor: Executor, store: ResultStore | None = None,
-               progress: Progress | None = None, docs: Documents | None = None,
-               time_to_train: dict[str, Any] | None = None) -> pd.DataFrame:
-    """The sweep table of ``points`` (see the module docstring); counts in ``.attrs``.
+def run_table(points: list[Point], executor: Executor, store: ResultStore | None = None,
+              progress: Progress | None = None, docs: Documents | None = None,
+              time_to_train: dict[str, Any] | None = None) -> Table:
+    """The sweep table of ``points`` as plain rows (see the module docstring).
 
     ``time_to_train`` (checked options) adds the time-to-train columns; it enters the
     store key, so stored rows without them are never mistaken for rows with them."""
@@ -101,9 +102,7 @@ def run_points(points: list[Point], executor: Executor, store: ResultStore | Non
                          simulated=len(items) - reused,
                          invalid=sum(r["status"] == "invalid" for r in rows),
                          errors=sum(r["status"] == "error" for r in rows))
-    frame = _frame(rows, _columns(resolved, rows))
-    frame.attrs["counts"] = asdict(counts)
-    return frame
+    return Table(rows, _columns(resolved, rows), asdict(counts))
 
 
 def _with_metrics(r: Resolved, options: dict[str, Any] | None) -> Resolved:
@@ -149,35 +148,18 @@ def _columns(resolved: list[Resolved], rows: list[dict[str, Any]]) -> list[str]:
     return [*META, *inputs, *outputs]
 
 
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and v != v)
-
-
-def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
-    """Columns of ints or bools with gaps (invalid rows) keep nullable int/bool dtypes."""
-    import pandas as pd  # heavy (~0.5 s): loaded when a table is built, not on `import simulator`
-
-    data: dict[str, Any] = {}
-    for col in columns:
-        values = [row.get(col) for row in rows]
-        present = [v for v in values if not _missing(v)]
-        kinds = {type(v) for v in present}
-        if present and len(present) < len(values) and kinds <= {int, bool} and len(kinds) == 1:
-            dtype = "Int64" if kinds == {int} else "boolean"
-            data[col] = pd.array([None if _missing(v) else v for v in values], dtype=dtype)
-        else:
-            data[col] = values
-    return pd.DataFrame(data, columns=columns)
-
-
 def _atomic(path: str | Path, write: Any) -> None:
     with atomic_path(path) as tmp:
         write(tmp)
 
 
-def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
-    """Write the table as CSV, atomically (temp file + rename)."""
-    _atomic(path, lambda tmp: frame.to_csv(tmp, index=False))
+def write_csv(frame: pd.DataFrame | Table, path: str | Path) -> None:
+    """Write the table (a frame, or the plain :class:`Table`, which needs no pandas) as
+    CSV, atomically (temp file + rename)."""
+    if isinstance(frame, Table):
+        atomic_write(path, frame.write_csv, binary=False)
+    else:
+        _atomic(path, lambda tmp: frame.to_csv(tmp, index=False))
 
 
 def write_parquet(frame: pd.DataFrame, path: str | Path) -> None:

@@ -72,7 +72,7 @@ def moe_layers(w: Workload) -> list[int]:
     return [i for i in range(m.num_layers + m.mtp_num_layers) if is_moe_layer(m.moe, i)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # numpy fields: no value equality or hash
 class DrawTable:
     """The pool of draws and, per (MoE layer, micro-batch), the pool row it uses."""
 

@@ -50,7 +50,7 @@ from .moe_draws import DrawTable, draw_table
 from .moe_host import BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes, launch_counts
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds RouterLoads: no value equality or hash
 class MoEPart:
     """Seconds of one MoE block on the critical EP rank (beyond the layer's base ops)."""
 

@@ -49,7 +49,7 @@ PARAM_BYTES = BYTES["bf16"]
 AXES = ("compute", "tp", "cp", "ep")
 
 
-@dataclass
+@dataclass(eq=False)  # holds numpy arrays: no value equality (nor its start-up cost)
 class Plan:
     """Everything the engine and the metrics need for one configuration."""
 
