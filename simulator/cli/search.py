@@ -3,8 +3,9 @@
 Every plan (TP, PP, VP, CP, EP, DP, micro-batch, recompute, SP, and the
 pipeline schedules ``--schedules`` names) is generated, checked, fitted in
 memory and bounded; only plans that can still reach the top are simulated
-(see :mod:`simulator.sweep.search` for the pruning and its counts). The table ranks by tokens/s and says, for each plan, where it gains
-on the next one, and for the winner, where it gains on pure DP and pure TP.
+(see :mod:`simulator.sweep.search` for the pruning and its counts). The table
+ranks by tokens/s and says, for each plan, where it gains on the next one, and
+for the winner, where it gains on pure DP and pure TP.
 """
 
 from __future__ import annotations
