@@ -7,21 +7,26 @@ constant carries its source in the ``sources`` map of its block.
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import ConfigError
+from .bounds import integer, real
 
 Strict = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
 # Ranges in the unit of each field name. They are wide (a million times beyond
 # any real part either way) and exist so that a typo gets a clear error instead
 # of an overflow to infinity or a division by zero in the cost models.
-Rate = Annotated[float, Field(ge=1e-6, le=1e9)]  # a peak, a bandwidth, a capacity
-Fraction = Annotated[float, Field(ge=1e-6, le=1)]  # an achieved fraction of a peak
-Amount = Annotated[float, Field(ge=0, le=1e9)]  # a latency, an overhead, a size offset
+Rate = real(ge=1e-6, le=1e9)  # a peak, a bandwidth, a capacity
+Fraction = real(ge=1e-6, le=1)  # an achieved fraction of a peak
+Amount = real(ge=0, le=1e9)  # a latency, an overhead, a size offset
 MAX_GPUS = 2**40
+GPUCount = integer(gt=0, le=MAX_GPUS)
+Unit = real(ge=0, le=1)  # a fraction that may be zero
+Oversubscription = real(ge=1, le=1e6)
+Exponent = real(gt=0, le=10)
+Slowdown = real(ge=0, le=100)
+PUE = real(ge=1, le=10)
 
 
 class PeakTFLOPs(BaseModel):
@@ -63,7 +68,7 @@ class GPUConfig(BaseModel):
     framework_memory_GB: Amount = 3.0
     # Fraction of compute throughput lost while a collective runs beside it (the SMs
     # and HBM bandwidth NCCL's kernels take); 0 = overlap is free.
-    comm_overlap_slowdown: Annotated[float, Field(ge=0, le=1)] = 0.0
+    comm_overlap_slowdown: Unit = 0.0
     sources: dict[str, str] = {}
 
 
@@ -78,23 +83,23 @@ class TierConfig(BaseModel):
     model_config = Strict
 
     name: str
-    size: PositiveInt = Field(le=MAX_GPUS)
+    size: GPUCount
     bandwidth_GBps: Rate
     latency_us: Amount = 5.0
     efficiency: Fraction = 0.8
-    oversubscription: float = Field(1.0, ge=1, le=1e6)
+    oversubscription: Oversubscription = 1.0
     nvls_busbw_GBps: Rate | None = None  # NVLink SHARP all-reduce peak busbw
     alltoall_efficiency: Fraction | None = None
     # Fraction of line rate DeepEP's dispatch/combine kernels reach on this tier
     # (moe/dispatcher.py); default: alltoall_efficiency.
     deepep_efficiency: Fraction | None = None
     half_bandwidth_MB: Amount = 16.0
-    curve_exponent: float = Field(0.8, gt=0, le=10)
+    curve_exponent: Exponent = 0.8
     sources: dict[str, str] = {}
 
 
-NonNegative = Annotated[float, Field(ge=0, le=1e9)]  # a rate, a time, a power
-Share = Annotated[float, Field(ge=0, le=1)]
+NonNegative = real(ge=0, le=1e9)  # a rate, a time, a power
+Share = Unit
 
 
 class ReliabilityConfig(BaseModel):
@@ -114,12 +119,12 @@ class ReliabilityConfig(BaseModel):
 
     model_config = Strict
 
-    gpus_per_node: PositiveInt | None = Field(None, le=MAX_GPUS)  # None: tiers[0].size
-    jitter_sigma: Annotated[float, Field(ge=0, le=1)] = 0.0
+    gpus_per_node: GPUCount | None = None  # None: tiers[0].size
+    jitter_sigma: Unit = 0.0
     host_noise_s: NonNegative = 0.0
     sync_noise_s: NonNegative = 0.0
     slow_node_fraction: Share = 0.0
-    slow_node_slowdown: Annotated[float, Field(ge=0, le=100)] = 0.0
+    slow_node_slowdown: Slowdown = 0.0
     gpu_failures_per_gpu_day: NonNegative = 0.0
     node_failures_per_node_day: NonNegative = 0.0
     link_failures_per_gpu_day: NonNegative = 0.0
@@ -163,7 +168,7 @@ class PowerConfig(BaseModel):
     gpu_idle_fraction: Share = 0.0
     node_other_W: NonNegative = 0.0
     network_W_per_gpu: NonNegative = 0.0
-    pue: float = Field(1.0, ge=1, le=10)
+    pue: PUE = 1.0
     sources: dict[str, str] = {}
 
 

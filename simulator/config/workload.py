@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import ConfigError
+from .bounds import integer, real
 from .recompute import MODULES, Recompute, resolve_recompute
 
 Strict = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
@@ -29,23 +30,40 @@ MAX_TOKENS = 2**30  # sequence length, and micro-batch size times sequence lengt
 MAX_EXPERTS = 2**16
 MAX_BATCH = 2**40  # sequences per step
 
+# Bounded numbers (simulator/config/bounds.py: prebuilt schemas, same errors as Field limits).
+PositiveInt = integer(gt=0)
+Layers = integer(gt=0, le=MAX_LAYERS)
+Width = integer(gt=0, le=MAX_WIDTH)
+Ffn = integer(gt=0, le=MAX_FFN)
+Tokens = integer(gt=0, le=MAX_TOKENS)
+Experts = integer(gt=0, le=MAX_EXPERTS)
+Batch = integer(gt=0, le=MAX_BATCH)
+Count = integer(ge=0)
+FfnOrZero = integer(ge=0, le=MAX_FFN)
+LayersOrZero = integer(ge=0, le=MAX_LAYERS)
+MtpDepth = integer(ge=0, le=16)
+Capacity = real(gt=0, le=1000)
+Skew = real(ge=0, le=100)
+Dropout = real(ge=0, lt=1)
+Headroom = real(ge=0, le=1e6)
+
 
 class MoEConfig(BaseModel):
     """Mixture-of-experts block (Megatron-Core ``--num-experts`` family)."""
 
     model_config = Strict
 
-    num_experts: PositiveInt = Field(le=MAX_EXPERTS)
+    num_experts: Experts
     router_topk: PositiveInt = 2
-    ffn_hidden_size: PositiveInt | None = Field(None, le=MAX_FFN)  # per expert; default: model's
-    shared_expert_ffn_hidden_size: int = Field(0, ge=0, le=MAX_FFN)
+    ffn_hidden_size: Ffn | None = None  # per expert; default: model's
+    shared_expert_ffn_hidden_size: FfnOrZero = 0
     layer_freq: PositiveInt = 1  # every k-th layer is MoE
-    first_k_dense: int = Field(0, ge=0)  # dense layers before the first MoE layer
+    first_k_dense: Count = 0  # dense layers before the first MoE layer
     # None = dropless; above num_experts/router_topk nothing is ever dropped.
-    capacity_factor: float | None = Field(None, gt=0, le=1000)
+    capacity_factor: Capacity | None = None
     max_nodes_per_token: PositiveInt | None = None  # DeepSeek-V3 node-limited routing
     router_load: Literal["uniform", "skewed", "trace"] = "uniform"
-    router_skew: float = Field(0.0, ge=0, le=100)  # log-normal sigma; real routers: 0-3
+    router_skew: Skew = 0.0  # log-normal sigma; real routers: 0-3
     router_trace: str | None = None
     balancing: Literal["none", "aux_loss", "aux_free_bias"] = "none"
     # Megatron-Core --moe-token-dispatcher-type; "flex" = DeepEP / HybridEP kernels
@@ -77,27 +95,27 @@ class ModelConfig(BaseModel):
     model_config = Strict
 
     name: str = "model"
-    num_layers: PositiveInt = Field(le=MAX_LAYERS)
-    hidden_size: PositiveInt = Field(le=MAX_WIDTH)
-    num_attention_heads: PositiveInt = Field(le=MAX_WIDTH)
-    num_query_groups: PositiveInt | None = Field(None, le=MAX_WIDTH)  # GQA; default = heads
-    kv_channels: PositiveInt | None = Field(None, le=MAX_WIDTH)  # default hidden/heads
-    ffn_hidden_size: PositiveInt | None = Field(None, le=MAX_FFN)  # default 4*hidden
+    num_layers: Layers
+    hidden_size: Width
+    num_attention_heads: Width
+    num_query_groups: Width | None = None  # GQA; default = heads
+    kv_channels: Width | None = None  # default hidden/heads
+    ffn_hidden_size: Ffn | None = None  # default 4*hidden
     gated_linear_unit: bool = False  # SwiGLU: three FFN matrices instead of two
-    vocab_size: PositiveInt = Field(le=MAX_FFN)
-    seq_length: PositiveInt = Field(le=MAX_TOKENS)
+    vocab_size: Ffn
+    seq_length: Tokens
     untie_embeddings_and_output_weights: bool = False
-    hidden_dropout: float = Field(0.1, ge=0, lt=1)  # Megatron default; Llama: 0
-    attention_dropout: float = Field(0.1, ge=0, lt=1)  # Megatron default; Llama: 0
+    hidden_dropout: Dropout = 0.1  # Megatron default; Llama: 0
+    attention_dropout: Dropout = 0.1  # Megatron default; Llama: 0
     moe: MoEConfig | None = None
     # Multi-latent attention (DeepSeek-V2/V3), Megatron-Core names; see workload/mla.py.
     multi_latent_attention: bool = False
-    q_lora_rank: PositiveInt | None = Field(None, le=MAX_WIDTH)  # None: no query compression
-    kv_lora_rank: PositiveInt | None = Field(None, le=MAX_WIDTH)
-    qk_head_dim: PositiveInt | None = Field(None, le=MAX_WIDTH)
-    qk_pos_emb_head_dim: PositiveInt | None = Field(None, le=MAX_WIDTH)
-    v_head_dim: PositiveInt | None = Field(None, le=MAX_WIDTH)
-    mtp_num_layers: int = Field(0, ge=0, le=16)  # multi-token prediction depth (DeepSeek-V3: 1)
+    q_lora_rank: Width | None = None  # None: no query compression
+    kv_lora_rank: Width | None = None
+    qk_head_dim: Width | None = None
+    qk_pos_emb_head_dim: Width | None = None
+    v_head_dim: Width | None = None
+    mtp_num_layers: MtpDepth = 0  # multi-token prediction depth (DeepSeek-V3: 1)
 
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:
@@ -188,8 +206,8 @@ class TrainingConfig(BaseModel):
 
     model_config = Strict
 
-    global_batch_size: PositiveInt = Field(le=MAX_BATCH)
-    micro_batch_size: PositiveInt = Field(1, le=MAX_TOKENS)
+    global_batch_size: Batch
+    micro_batch_size: Tokens = 1
     recompute: Literal["none", "selective", "full"] = "none"
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"
     distributed_optimizer: bool = True
@@ -210,7 +228,7 @@ class TrainingConfig(BaseModel):
     cuda_graph_impl: Literal["none", "local", "transformer_engine", "full_iteration"] = "none"
     cuda_graph_scope: list[Literal["full", "attn", "mlp", "moe", "moe_router",
                                    "moe_preprocess"]] = Field(default_factory=lambda: ["full"])
-    seed: int = Field(0, ge=0)
+    seed: Count = 0
     # Megatron-Core precision-aware optimizer (--use-precision-aware-optimizer and the
     # dtypes it allows): main (master) params, main grads and Adam moments below fp32.
     # bf16 main params is Apex DistributedFusedAdam's dtype=bf16 (NeMo 1.0 recipes).
@@ -232,14 +250,14 @@ class TrainingConfig(BaseModel):
     # Megatron's explicit recompute arguments; `recompute` above is their shorthand.
     recompute_granularity: Literal["selective", "full"] | None = None
     recompute_method: Literal["uniform", "block"] | None = None
-    recompute_num_layers: PositiveInt | None = Field(None, le=MAX_LAYERS)
+    recompute_num_layers: Layers | None = None
     recompute_modules: tuple[str, ...] | None = None
     # --cpu-offloading: activations of the first `cpu_offloading_num_layers` layers of
     # a chunk go to host memory over the host link and come back for the backward.
     cpu_offloading: bool = False
-    cpu_offloading_num_layers: int = Field(0, ge=0, le=MAX_LAYERS)
+    cpu_offloading_num_layers: LayersOrZero = 0
     # Margin a plan must leave free on every GPU to count as fitting (planning only).
-    memory_headroom_GB: float = Field(0.0, ge=0, le=1e6)
+    memory_headroom_GB: Headroom = 0.0
 
     @model_validator(mode="after")
     def _check(self) -> TrainingConfig:
