@@ -18,6 +18,8 @@ T = TypeVar("T")
 def derive(op: T, **changes: object) -> T:
     """``dataclasses.replace(op, **changes)`` for a frozen dataclass without
     ``__post_init__`` or slots; ``changes`` must name its fields."""
+    assert changes.keys() <= op.__dict__.keys(), f"not fields of {type(op).__name__}: " \
+        f"{sorted(changes.keys() - op.__dict__.keys())}"
     new = object.__new__(type(op))
     fields = new.__dict__  # frozen: fill the instance dict, as __init__ would
     fields.update(op.__dict__)
