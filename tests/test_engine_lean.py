@@ -15,10 +15,10 @@ import dataclasses
 
 import numpy as np
 import pytest
+from engine_inputs import random_input
 
 from simulator.api import resolve
 from simulator.engine import (
-    EngineInput,
     ListRecorder,
     NullRecorder,
     core,
@@ -55,30 +55,12 @@ def _same(ref, got):
     assert got.events == ref.events
 
 
-def _varying(name, p, m, v, seed, overlap_grad=True):
-    """Random times per (stage, chunk, micro-batch), p2p links, buckets, W splits."""
-    sched = SCHEDULES[name]
-    sched.check(p, m, v)
-    rng = np.random.default_rng(seed)
-    full = (p, sched.chunks(v), m)
-    bwd = rng.uniform(1.0, 3.0, full)
-    buckets = [[list(rng.uniform(0.1, 0.5, rng.integers(0, 3))) for _ in range(full[1])]
-               for _ in range(p)]
-    return EngineInput(
-        sched.steps(p, m, v), rng.uniform(0.5, 1.5, full), bwd, rng.uniform(0.0, 0.3, p),
-        buckets, rng.uniform(0.0, 0.5, p), rng.uniform(0.0, 0.4, p),
-        route=sched.route(p, v), post_validation=sched.post_validation,
-        wgrad=bwd * rng.uniform(0.2, 0.5, full) if sched.uses_w else None,
-        fwd_ep=rng.uniform(0.0, 0.2, full), bwd_ep=rng.uniform(0.0, 0.2, full),
-        overlap_grad_reduce=overlap_grad, overlap_slowdown=0.1, p2p_bytes=1e6)
-
-
 @pytest.mark.parametrize("name", sorted(SCHEDULES))
 @pytest.mark.parametrize("p,m,v,overlap_grad", [(4, 8, 1, True), (3, 12, 2, False),
                                                 (8, 16, 1, True), (2, 6, 3, True)])
 def test_counting_replay_equals_full_replay(spy, name, p, m, v, overlap_grad):
     try:
-        inp = _varying(name, p, m, v, seed=p * 1000 + m * 10 + v, overlap_grad=overlap_grad)
+        inp = random_input(name, p, m, v, seed=p * 1000 + m * 10 + v, overlap_grad=overlap_grad)
     except ConfigError:
         return
     ref = run_engine(inp, ListRecorder(), engine="direct")
@@ -110,7 +92,7 @@ def test_shipped_plans_counting_replay_equals_full_replay(spy, workload, overrid
 
 
 def test_deadlock_has_no_order_and_is_left_to_the_full_replay(spy):
-    inp = _varying("1f1b", 2, 2, 1, seed=1)
+    inp = random_input("1f1b", 2, 2, 1, seed=1)
     bad = ((Step("B", 0, 0), Step("F", 0, 0), Step("F", 1, 0), Step("B", 1, 0)),
            inp.schedule[1])
     with pytest.raises(Exception, match="deadlocks"):
@@ -119,7 +101,7 @@ def test_deadlock_has_no_order_and_is_left_to_the_full_replay(spy):
 
 
 def test_order_runs_every_step_once_after_its_input():
-    inp = _varying("interleaved", 4, 8, 2, seed=3)
+    inp = random_input("interleaved", 4, 8, 2, seed=3)
     sim = core._Sim(inp, NullRecorder())
     facts = [replay._Stage(sim, s).facts for s in range(sim.p)]
     plan = order.order(facts, 2 * 8 * 4 * 4)

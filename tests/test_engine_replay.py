@@ -10,32 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
+from engine_inputs import random_input
 
 from simulator.api import resolve, simulate_resolved
-from simulator.engine import EngineInput, ListRecorder, NullRecorder, run_engine
+from simulator.engine import ListRecorder, NullRecorder, run_engine
 from simulator.engine.core import ScheduleDeadlock
 from simulator.errors import ConfigError
 from simulator.schedules import SCHEDULES, Step
-
-
-def _input(name, p, m, v, seed, overlap_grad=True):
-    sched = SCHEDULES[name]
-    sched.check(p, m, v)
-    n = sched.chunks(v)
-    rng = np.random.default_rng(seed)
-    full = (p, n, m)
-    bwd = rng.uniform(1.0, 3.0, full)
-    buckets = [[list(rng.uniform(0.1, 0.5, rng.integers(0, 3))) for _ in range(n)]
-               for _ in range(p)]
-    return EngineInput(
-        sched.steps(p, m, v), rng.uniform(0.5, 1.5, full), bwd, rng.uniform(0.0, 0.3, p),
-        buckets, rng.uniform(0.0, 0.5, p), rng.uniform(0.0, 0.4, p),
-        route=sched.route(p, v), post_validation=sched.post_validation,
-        wgrad=bwd * rng.uniform(0.2, 0.5, full) if sched.uses_w else None,
-        fwd_ep=rng.uniform(0.0, 0.2, full), bwd_ep=rng.uniform(0.0, 0.2, full),
-        overlap_grad_reduce=overlap_grad, overlap_slowdown=0.1, p2p_bytes=1e6)
 
 
 def _same(a, b):
@@ -54,7 +36,7 @@ CASES = [(name, p, m, v) for name in sorted(SCHEDULES) for p, m, v in
 @pytest.mark.parametrize("overlap_grad", [True, False])
 def test_direct_replay_equals_simpy(name, p, m, v, overlap_grad):
     try:
-        inp = _input(name, p, m, v, seed=p * 100 + m * 10 + v, overlap_grad=overlap_grad)
+        inp = random_input(name, p, m, v, seed=p * 100 + m * 10 + v, overlap_grad=overlap_grad)
     except ConfigError:
         return
     ref = run_engine(inp, ListRecorder(), engine="simpy")
@@ -65,7 +47,7 @@ def test_direct_replay_equals_simpy(name, p, m, v, overlap_grad):
 
 
 def test_deadlock_is_reported_alike():
-    inp = _input("1f1b", 2, 2, 1, seed=1)
+    inp = random_input("1f1b", 2, 2, 1, seed=1)
     bad = [[Step("B", 0, 0), Step("F", 0, 0), Step("F", 1, 0), Step("B", 1, 0)],
            inp.schedule[1]]
     inp = dataclasses.replace(inp, schedule=bad)
