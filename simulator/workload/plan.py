@@ -45,7 +45,6 @@ from .shape import PlanShape, microbatch_runs, plan_shape, schedule_steps
 from .wgrad import wgrad_time
 
 GRAD_BYTES = 4  # fp32 gradient reduction (Megatron's default for bf16 training)
-PARAM_BYTES = BYTES["bf16"]
 AXES = ("compute", "tp", "cp", "ep")
 
 
