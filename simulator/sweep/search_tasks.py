@@ -53,7 +53,7 @@ from ..engine import EngineInput
 from ..errors import ConfigError
 from ..hardware import Topology
 from ..memory import estimate_memory
-from ..schedules import Route, Schedule, is_fused
+from ..schedules import FusedStep, Route, Schedule, is_fused
 from ..workload.plan import build_plan
 from .candidates import RECOMPUTE, with_recompute
 
@@ -123,6 +123,8 @@ def _fused_hiding(inp: EngineInput, s: int, steps: list) -> float:
     """Most EP time an F&B pair can hide (both phases' exposed all-to-all), summed."""
     if inp.fwd_ep is None or inp.bwd_ep is None or not (inp.fwd_ep.any() or inp.bwd_ep.any()):
         return 0.0  # nothing to hide (dense): skip the walk over the steps
+    if FusedStep not in set(map(type, steps)):
+        return 0.0  # no F&B pair (all but DualPipe): a C-speed look instead of the walk
     return sum(float(inp.fwd_ep[s, x.chunk, x.mb] + inp.bwd_ep[s, y.chunk, y.mb])
                for x, y in pairwise(steps) if is_fused(x))
 

@@ -263,7 +263,8 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
     """Cost ``w`` on ``topo``. ``ops=False``: ``phases`` carry totals but no op timelines
     (only the trace and the timeline read them). ``bound_only``: for the search's lower
     bound (phase times, optimizer, schedule), also skip the DP buckets (the engine input
-    then has none: do not replay it)."""
+    then has none: do not replay it) and, with per-micro-batch router draws, the MoE
+    chunks' phases, stage totals, EP breakdown and router imbalance."""
     ops = ops and not bound_only
     bld = _Builder(w, topo)
     p = w.parallelism
@@ -309,15 +310,16 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
                 totals[s]["compute"] += ph.compute * weight
                 for axis in ("tp", "cp", "ep"):
                     totals[s][axis] += ph.exposed.get(axis, 0.0) * weight
-    if pending:
-        add_moe_parts(bld.moe, pending, (fwd, bwd, wgrad, fwd_ep, bwd_ep), totals, ep_totals,
-                      None if ops else phases)
+    if pending:  # the bound reads the tables only: no totals, breakdown or phases then
+        add_moe_parts(bld.moe, pending, (fwd, bwd, wgrad, fwd_ep, bwd_ep),
+                      None if bound_only else totals, ep_totals,
+                      None if ops or bound_only else phases)
     params = list(bld.shape.params)
     notes = [bld.part.note] if "even split" not in bld.part.note else []
     imbalance = {}
     if bld.ctx.attention is not None:
         imbalance["cp"] = bld.ctx.attention(None, False).imbalance
-    if bld.moe is not None:
+    if bld.moe is not None and not bound_only:
         imbalance.update(_moe_imbalance(bld.moe))
     return Plan(workload=w, topo=topo, partition=bld.part, groups=bld.groups, phases=phases,
                 engine_input=_engine_input(w, topo, bld, schedule,
