@@ -42,6 +42,19 @@ the zero-bubble and DualPipe schedules than for 1F1B (about 0.7-0.99 of the
 simulated step on small plans, lowest with few micro-batches or MoE), so
 ``--schedules all`` prunes less and simulates more. Summation order can put
 it one rounding error (~1e-16 relative) above an exactly equal simulated step.
+
+MoE: the bound reads the very phase tables the simulation replays, each (layer,
+micro-batch) priced with its own router draw, so the argument above holds as is.
+Pricing every expert at the mean (uniform) load instead is not a provable lower bound:
+an expert's time jumps at its first token (launch overheads; a Mixtral 8x7B expert
+on H100: 8 us idle, 106 us for one token, then linear), so where a rank holds
+several experts a draw that leaves one idle costs less than the even split (Jensen
+on a concave kink), and the bound is not monotone in every table either (the W
+split and the round trip subtract). The search keeps the exact tables and makes
+them cheap instead: plans whose draws coincide share one drawn table and its
+all-to-all volumes (:func:`~simulator.workload.moe_draws.draw_table`), and the
+bound-only plan builds nothing else (tests/test_search_moe.py checks the bound
+against the simulated step and the search against one that draws afresh).
 """
 
 from __future__ import annotations
