@@ -42,7 +42,7 @@ from pathlib import Path
 from report_section import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "reports" / "benchmarks_startup.md"
+OUT = ROOT / "reports" / "benchmarks.md"
 RUN = ["run", "llama3-405b", "--topology", "dgx-h100", "--format", "json"]
 CASES = {
     "floor": "import numpy, simpy, pydantic, yaml",

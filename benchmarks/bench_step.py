@@ -2,9 +2,9 @@
 
 Times ``simulate`` on the Llama 3 405B pre-training plan (16,384 H100, TP8 PP16
 DP128, seq 8192, GBS 2048, MBS 1) and a few other shipped cases, single
-process, best of N after a warm-up, and writes ``reports/benchmarks.md``.
+process, best of N after a warm-up, and writes its section of ``reports/benchmarks.md``.
 
-    python benchmarks/bench_step.py            # writes reports/benchmarks.md
+    python benchmarks/bench_step.py            # writes its section of reports/benchmarks.md
     python benchmarks/bench_step.py --no-write # print only
     python benchmarks/bench_step.py --engines --no-write   # + the section below
     python benchmarks/bench_step.py --engines --write-startup  # writes it (issue 16)
@@ -41,7 +41,6 @@ from simulator.api import resolve, simulate_resolved
 from simulator.engine import NullRecorder, core, run_engine
 from simulator.engine.replay import replay_all
 from simulator.hardware import Topology
-from simulator.io import atomic_write_text
 from simulator.memory import estimate_memory
 from simulator.metrics import summarize
 from simulator.validation.cases import load_cases
@@ -60,7 +59,6 @@ CASES = [
     ("narayanan2021-t2-530b-560g", "", {}),  # a validation case: MT-NLG 530B, PP35, 1,120 mbs
 ]
 OUT = Path(__file__).resolve().parents[1] / "reports" / "benchmarks.md"
-STARTUP = OUT.parent / "benchmarks_startup.md"
 LONG = ["narayanan2021-t2-530b-560g", "narayanan2021-t2-530b-1120g", "narayanan2021-t2-530b-2240g",
         "narayanan2021-t1-1008b"]  # validation case ids: 1F1B, PP35 / PP64, 280-1,120 mbs
 SHIPPED = ["llama3-8b", "llama3-70b", "llama3-405b", "llama3-405b-long-context", "gpt3-175b",
@@ -251,7 +249,7 @@ def main() -> None:
     ap.add_argument("--cases", action="store_true",
                     help="replay of every validation step case and shipped workload")
     ap.add_argument("--write-startup", action="store_true",
-                    help="write the --engines section of reports/benchmarks_startup.md")
+                    help="write the --engines section of reports/benchmarks.md")
     args = ap.parse_args()
     if args.moe:
         print("\n".join(moe_lines(args.repeats)))
@@ -266,7 +264,7 @@ def main() -> None:
         text = engines_section(args.repeats)
         print(text)
         if args.write_startup:
-            write_section(STARTUP, "bench_step_engines", text)
+            write_section(OUT, "bench_step_engines", text)
         return
     rows = []
     for workload, topo, ov in CASES:
@@ -277,7 +275,7 @@ def main() -> None:
     if args.no_write:
         return
     lines = [
-        "# Benchmarks: one simulated step",
+        "## One simulated step (issue 2)",
         "",
         "Regenerate with `python benchmarks/bench_step.py` (single process, best of "
         f"{args.repeats} after a warm-up; wall time of `simulate_resolved`, i.e. plan "
@@ -296,7 +294,7 @@ def main() -> None:
     lines += ["", "Records are the intervals the engine emits (phases, p2p sends, gradient "
               "buckets, optimizer); the SimPy event count is of the same order. Cost grows "
               "with stages x micro-batches (and MoE router draws), not with GPU count.", ""]
-    atomic_write_text(OUT, "\n".join(lines))
+    write_section(OUT, "bench_step", "\n".join(lines))
     print(f"wrote {OUT}")
 
 

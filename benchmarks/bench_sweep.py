@@ -53,7 +53,7 @@ from simulator.workload.plan import build_plan
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report_section import write_section
 
-OUT = Path(__file__).resolve().parents[1] / "reports" / "benchmarks_startup.md"
+OUT = Path(__file__).resolve().parents[1] / "reports" / "benchmarks.md"
 GPU_COUNTS = (8, 64, 1024, 16384, 131072)
 
 DENSE = dict(workload="llama3-70b", topology="dgx-h100",
@@ -244,7 +244,7 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--repeats", type=int, default=9, help="rounds over the GPU counts")
     ap.add_argument("--write", action="store_true",
-                    help="also write its section of reports/benchmarks_startup.md")
+                    help="also write its section of reports/benchmarks.md")
     args = ap.parse_args()
     lines: list[str] = []
     say = lines.append

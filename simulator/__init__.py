@@ -1,6 +1,6 @@
 """clustersim: a discrete-event performance simulator for distributed LLM training.
 
-``import simulator`` loads numpy, pydantic and pyyaml only, so that
+``import simulator`` loads numpy, pydantic-core and pyyaml only, so that
 ``clustersim run`` starts close to the cost of importing those and simpy
 (``benchmarks/bench_startup.py``); simpy itself loads when a replay needs the
 event loop (traces, ``engine="simpy"``). The sweep machinery behind :func:`sweep`

@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic_core import ValidationError
 
 from .api import Ref, resolve, simulate_resolved
 from .config import TopologyConfig
+from .config.schema import Schema
 from .errors import ConfigError
 
 DEFAULT_STEP = 0.10
@@ -52,10 +53,10 @@ def constants(t: TopologyConfig) -> list[tuple[str, float]]:
     """(dotted path, value) of every float constant of the GPU block and each tier."""
     out: list[tuple[str, float]] = []
 
-    def walk(obj: BaseModel, prefix: str) -> None:
+    def walk(obj: Schema, prefix: str) -> None:
         for name in type(obj).model_fields:
             v = getattr(obj, name)
-            if isinstance(v, BaseModel):
+            if isinstance(v, Schema):
                 walk(v, f"{prefix}{name}.")
             elif isinstance(v, float) and v != 0.0:
                 out.append((f"{prefix}{name}", v))

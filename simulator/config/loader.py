@@ -25,15 +25,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic_core import ValidationError
 
 from ..errors import ConfigError
 from .files import read_text
 from .hf import expand_hf_config
+from .schema import Schema
 from .topology import TopologyConfig
 from .workload import Workload
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound=Schema)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Where installed copies of the shipped folders live: the wheel build (setup.py) copies
@@ -361,7 +362,7 @@ def _deep_copy(obj: Any, depth: int = 0) -> Any:
 
 def validate_model(cls: type[M], data: dict, lines: dict[str, int], source: str,
                    overridden: Iterable[str] = ()) -> M:
-    """Validate with pydantic; translate the first error into a ConfigError.
+    """Validate (pydantic-core); translate the first error into a ConfigError.
 
     ``overridden``: dotted paths set by overrides; errors inside them are
     reported as coming from ``override`` rather than from a line of the file.
@@ -415,7 +416,7 @@ _MESSAGES = {
 }
 
 
-def _translate(cls: type[BaseModel], exc: ValidationError, where: _Where) -> ConfigError:
+def _translate(cls: type[Schema], exc: ValidationError, where: _Where) -> ConfigError:
     errors = exc.errors()
     # An unknown key usually explains a "missing" one (a typo): report it first.
     err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
@@ -442,7 +443,7 @@ def _translate(cls: type[BaseModel], exc: ValidationError, where: _Where) -> Con
     return ConfigError(path, value, text, source=source)
 
 
-def _fields_at(cls: type[BaseModel], loc: list[str]) -> list[str]:
+def _fields_at(cls: type[Schema], loc: list[str]) -> list[str]:
     model: Any = cls
     for part in loc:
         if part.isdigit():
@@ -457,8 +458,8 @@ def _fields_at(cls: type[BaseModel], loc: list[str]) -> list[str]:
 
 
 def submodel(annotation: Any) -> Any:
-    """The pydantic model inside an annotation such as ``MoEConfig | None``, if any."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+    """The config section inside an annotation such as ``MoEConfig | None``, if any."""
+    if isinstance(annotation, type) and issubclass(annotation, Schema):
         return annotation
     for arg in getattr(annotation, "__args__", ()) or ():
         found = submodel(arg)

@@ -7,12 +7,9 @@ constant carries its source in the ``sources`` map of its block.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from ..errors import ConfigError
 from .bounds import integer, real
-
-Strict = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
+from .schema import Field, Schema, check
 
 # Ranges in the unit of each field name. They are wide (a million times beyond
 # any real part either way) and exist so that a typo gets a clear error instead
@@ -29,20 +26,17 @@ Slowdown = real(ge=0, le=100)
 PUE = real(ge=1, le=10)
 
 
-class PeakTFLOPs(BaseModel):
+class PeakTFLOPs(Schema):
     """Dense (no 2:4 sparsity) peak tensor-core throughput, TFLOP/s."""
 
-    model_config = Strict
     bf16: Rate
     fp16: Rate | None = None  # default: bf16
     fp8: Rate | None = None  # None: no FP8 tensor cores
     fp32: Rate | None = None
 
 
-class GPUConfig(BaseModel):
+class GPUConfig(Schema):
     """One accelerator: peaks from the datasheet, efficiencies from measurement."""
-
-    model_config = Strict
 
     name: str
     peak_tflops: PeakTFLOPs
@@ -69,18 +63,16 @@ class GPUConfig(BaseModel):
     # Fraction of compute throughput lost while a collective runs beside it (the SMs
     # and HBM bandwidth NCCL's kernels take); 0 = overlap is free.
     comm_overlap_slowdown: Unit = 0.0
-    sources: dict[str, str] = {}
+    sources: dict[str, str] = Field(default_factory=dict)
 
 
-class TierConfig(BaseModel):
+class TierConfig(Schema):
     """One level of the network: a domain of ``size`` GPUs and its links.
 
     ``bandwidth_GBps`` is per GPU, per direction, at line rate. ``efficiency``
     is the fraction a ring collective achieves at large messages; the
     small-message curve is ``1 / (1 + (half_bandwidth_MB / S)**curve_exponent)``.
     """
-
-    model_config = Strict
 
     name: str
     size: GPUCount
@@ -95,14 +87,14 @@ class TierConfig(BaseModel):
     deepep_efficiency: Fraction | None = None
     half_bandwidth_MB: Amount = 16.0
     curve_exponent: Exponent = 0.8
-    sources: dict[str, str] = {}
+    sources: dict[str, str] = Field(default_factory=dict)
 
 
 NonNegative = real(ge=0, le=1e9)  # a rate, a time, a power
 Share = Unit
 
 
-class ReliabilityConfig(BaseModel):
+class ReliabilityConfig(Schema):
     """Variability inside a step and failures over a run (all zero: an ideal cluster).
 
     Variability (:mod:`simulator.reliability.variability`): every GPU's phase time is the
@@ -117,8 +109,6 @@ class ReliabilityConfig(BaseModel):
     whole job (any rank can start one), and the restart time after each.
     """
 
-    model_config = Strict
-
     gpus_per_node: GPUCount | None = None  # None: tiers[0].size
     jitter_sigma: Unit = 0.0
     host_noise_s: NonNegative = 0.0
@@ -130,10 +120,10 @@ class ReliabilityConfig(BaseModel):
     link_failures_per_gpu_day: NonNegative = 0.0
     software_failures_per_gpu_day: NonNegative = 0.0
     restart_s: NonNegative = 0.0
-    sources: dict[str, str] = {}
+    sources: dict[str, str] = Field(default_factory=dict)
 
 
-class StorageConfig(BaseModel):
+class StorageConfig(Schema):
     """Checkpoint storage: per-node links and the file system's aggregate bandwidth (GB/s).
 
     A checkpoint write runs at ``min(nodes * node_write_GBps, aggregate_write_GBps)``; an
@@ -141,17 +131,15 @@ class StorageConfig(BaseModel):
     ``snapshot_GBps_per_gpu``. ``None``: no storage described (checkpoints cost nothing).
     """
 
-    model_config = Strict
-
     node_write_GBps: Rate | None = None
     node_read_GBps: Rate | None = None
     aggregate_write_GBps: Rate | None = None
     aggregate_read_GBps: Rate | None = None
     snapshot_GBps_per_gpu: Rate | None = None
-    sources: dict[str, str] = {}
+    sources: dict[str, str] = Field(default_factory=dict)
 
 
-class PowerConfig(BaseModel):
+class PowerConfig(Schema):
     """Electrical power (W): GPU by phase, the rest of the node, the network, facility PUE.
 
     A GPU draws ``gpu_compute_fraction * gpu_tdp_W`` while it computes and
@@ -161,26 +149,22 @@ class PowerConfig(BaseModel):
     energy is IT energy times ``pue``. ``gpu_tdp_W`` ``None``: no power described.
     """
 
-    model_config = Strict
-
     gpu_tdp_W: Rate | None = None
     gpu_compute_fraction: Share = 1.0
     gpu_idle_fraction: Share = 0.0
     node_other_W: NonNegative = 0.0
     network_W_per_gpu: NonNegative = 0.0
     pue: PUE = 1.0
-    sources: dict[str, str] = {}
+    sources: dict[str, str] = Field(default_factory=dict)
 
 
-class TopologyConfig(BaseModel):
+class TopologyConfig(Schema):
     """A cluster: one GPU type and an ordered list of network tiers, innermost first.
 
     ``reliability``, ``storage`` and ``power`` describe the cluster over a whole run
     (variability, failures, checkpoint storage, energy); each defaults to "absent", which
     leaves the one-step model exactly as it is.
     """
-
-    model_config = Strict
 
     name: str
     description: str = ""
@@ -190,14 +174,13 @@ class TopologyConfig(BaseModel):
     storage: StorageConfig = StorageConfig()
     power: PowerConfig = PowerConfig()
 
-    @model_validator(mode="after")
-    def _check(self) -> TopologyConfig:
+    @check
+    def _check(self) -> None:
         for i in range(1, len(self.tiers)):
             inner, outer = self.tiers[i - 1], self.tiers[i]
             if outer.size % inner.size:
                 raise ConfigError(f"tiers[{i}].size", outer.size,
                                   f"must be a multiple of tiers[{i - 1}].size ({inner.size})")
-        return self
 
     @property
     def max_gpus(self) -> int:

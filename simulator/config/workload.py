@@ -11,13 +11,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from ..errors import ConfigError
 from .bounds import integer, real
 from .recompute import MODULES, Recompute, resolve_recompute
-
-Strict = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
+from .schema import Field, Schema, check
 
 # Upper bounds far beyond any published model (DeepNet trained 1,000 layers; the
 # longest contexts are ~10M tokens; the widest models ~30k hidden). They exist so
@@ -48,10 +45,8 @@ Dropout = real(ge=0, lt=1)
 Headroom = real(ge=0, le=1e6)
 
 
-class MoEConfig(BaseModel):
+class MoEConfig(Schema):
     """Mixture-of-experts block (Megatron-Core ``--num-experts`` family)."""
-
-    model_config = Strict
 
     num_experts: Experts
     router_topk: PositiveInt = 2
@@ -75,8 +70,8 @@ class MoEConfig(BaseModel):
     overlap_moe_expert_parallel_comm: bool = False
     shared_expert_overlap: bool = False
 
-    @model_validator(mode="after")
-    def _check(self) -> MoEConfig:
+    @check
+    def _check(self) -> None:
         if self.enable_deepep and self.token_dispatcher_type != "flex":
             raise ConfigError("model.moe.token_dispatcher_type", self.token_dispatcher_type,
                               "must be 'flex' when enable_deepep is true (Megatron-Core)")
@@ -86,13 +81,10 @@ class MoEConfig(BaseModel):
         if self.router_load == "trace" and not self.router_trace:
             raise ConfigError("model.moe.router_trace", None,
                               "a CSV path is required when router_load is 'trace'")
-        return self
 
 
-class ModelConfig(BaseModel):
+class ModelConfig(Schema):
     """Transformer decoder shape (Megatron-LM argument names)."""
-
-    model_config = Strict
 
     name: str = "model"
     num_layers: Layers
@@ -117,8 +109,8 @@ class ModelConfig(BaseModel):
     v_head_dim: Width | None = None
     mtp_num_layers: MtpDepth = 0  # multi-token prediction depth (DeepSeek-V3: 1)
 
-    @model_validator(mode="after")
-    def _check(self) -> ModelConfig:
+    @check
+    def _check(self) -> None:
         if self.multi_latent_attention:
             for f in ("kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"):
                 if getattr(self, f) is None:
@@ -132,7 +124,6 @@ class ModelConfig(BaseModel):
             raise ConfigError("model.hidden_size", self.hidden_size,
                               f"must be divisible by num_attention_heads "
                               f"({self.num_attention_heads}) unless kv_channels is given")
-        return self
 
     # Resolved defaults (Megatron's rules), so callers never repeat them.
     @property
@@ -148,10 +139,8 @@ class ModelConfig(BaseModel):
         return self.ffn_hidden_size or 4 * self.hidden_size
 
 
-class ParallelConfig(BaseModel):
+class ParallelConfig(Schema):
     """Parallel plan: degrees of each axis and the pipeline schedule."""
-
-    model_config = Strict
 
     tensor: PositiveInt = 1
     pipeline: PositiveInt = 1
@@ -176,8 +165,8 @@ class ParallelConfig(BaseModel):
     pipeline_model_parallel_layout: str | None = Field(None, max_length=100_000)
     rank_order: str = "tp-cp-ep-dp-pp"
 
-    @model_validator(mode="after")
-    def _check(self) -> ParallelConfig:
+    @check
+    def _check(self) -> None:
         axes = self.rank_order.split("-")
         if sorted(axes) != sorted(["tp", "cp", "ep", "dp", "pp"]):
             raise ConfigError("parallelism.rank_order", self.rank_order,
@@ -186,7 +175,6 @@ class ParallelConfig(BaseModel):
         if vp > 1 and self.pipeline == 1:
             raise ConfigError("parallelism.virtual_pipeline", vp,
                               "needs parallelism.pipeline > 1")
-        return self
 
     @property
     def vp(self) -> int:
@@ -201,10 +189,8 @@ class ParallelConfig(BaseModel):
         return self.tensor * self.pipeline * self.data * self.context
 
 
-class TrainingConfig(BaseModel):
+class TrainingConfig(Schema):
     """Batch, precision, recompute and overlap switches (Megatron-LM names)."""
-
-    model_config = Strict
 
     global_batch_size: Batch
     micro_batch_size: Tokens = 1
@@ -259,8 +245,8 @@ class TrainingConfig(BaseModel):
     # Margin a plan must leave free on every GPU to count as fitting (planning only).
     memory_headroom_GB: Headroom = 0.0
 
-    @model_validator(mode="after")
-    def _check(self) -> TrainingConfig:
+    @check
+    def _check(self) -> None:
         self._check_recompute()
         low = {f: getattr(self, f) for f in ("main_params_dtype", "exp_avg_dtype",
                                              "exp_avg_sq_dtype") if getattr(self, f) != "fp32"}
@@ -280,7 +266,6 @@ class TrainingConfig(BaseModel):
         if self.cpu_offloading_num_layers and not self.cpu_offloading:
             raise ConfigError("training.cpu_offloading_num_layers",
                               self.cpu_offloading_num_layers, "needs cpu_offloading: true")
-        return self
 
     def _check_recompute(self) -> None:
         g = self.recompute_granularity
@@ -322,17 +307,15 @@ class TrainingConfig(BaseModel):
         return self.grad_reduce_in_fp32
 
 
-class Workload(BaseModel):
+class Workload(Schema):
     """One training job: what runs, how it is split, how it is trained."""
-
-    model_config = Strict
 
     model: ModelConfig
     parallelism: ParallelConfig = ParallelConfig()
     training: TrainingConfig
 
-    @model_validator(mode="after")
-    def _check(self) -> Workload:
+    @check
+    def _check(self) -> None:
         tr = self.training
         if tr.cpu_offloading and self.parallelism.pipeline > 1:
             raise ConfigError("training.cpu_offloading", True,
@@ -342,17 +325,15 @@ class Workload(BaseModel):
             raise ConfigError("training.cpu_offloading_num_layers",
                               tr.cpu_offloading_num_layers,
                               f"must be below model.num_layers ({self.model.num_layers})")
-        return self
 
-    @model_validator(mode="after")
-    def _check_moe_plan(self) -> Workload:
+    @check
+    def _check_moe_plan(self) -> None:
         moe = self.model.moe
         if moe is not None and moe.token_dispatcher_type == "flex" and self.parallelism.expert < 2:
             field = "model.moe.enable_deepep" if moe.enable_deepep \
                 else "model.moe.token_dispatcher_type"
             raise ConfigError(field, getattr(moe, field.rsplit(".", 1)[1]),
                               "the flex (DeepEP) dispatcher needs parallelism.expert >= 2")
-        return self
 
     @property
     def num_microbatches(self) -> int:

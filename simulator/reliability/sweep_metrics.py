@@ -13,12 +13,13 @@ so clusters and plans compare by days and dollars. Any axis can vary the inputs,
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ValidationError
 
 from ..config import TopologyConfig, Workload
+from ..config.bounds import integer, real
+from ..config.schema import Schema
 from ..errors import ConfigError
 from ..metrics.result import flatten
 
@@ -26,24 +27,21 @@ PREFIX = "time_to_train."
 _SAME_AS_ROW = ("workload", "topology", "num_gpus")
 
 
-class Options(BaseModel):
+Positive = real(gt=0)  # finite: NaN and infinities are refused
+Price = real(ge=0)
+Interval = integer(ge=1)
+Draws = integer(ge=1, le=100000)
+
+
+class Options(Schema):
     """The ``time_to_train`` block of a sweep (fewer Monte-Carlo draws than the CLI)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    tokens: float = Field(gt=0)
-    price_per_gpu_hour: float | None = Field(None, ge=0)
-    save_interval: int | None = Field(None, ge=1)
+    tokens: Positive
+    price_per_gpu_hour: Price | None = None
+    save_interval: Interval | None = None
     async_save: bool = False
-    mc_runs: int = Field(20, ge=1, le=100000)
-    mc_steps: int = Field(8, ge=1, le=100000)
-
-    @field_validator("tokens", "price_per_gpu_hour")
-    @classmethod
-    def _finite(cls, v: float | None) -> float | None:
-        if v is not None and not math.isfinite(v):
-            raise ValueError("must be finite")
-        return v
+    mc_runs: Draws = 20
+    mc_steps: Draws = 8
 
 
 def check_options(block: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -31,34 +31,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic_core import ValidationError
 
 from ..config import TopologyConfig, Workload
 from ..config.loader import did_you_mean, parse_yaml, read_text, resolve_path, submodel
+from ..config.schema import Field, Schema
 from ..errors import ConfigError
 
 SPECIAL = ("workload", "topology", "num_gpus")
 TOPOLOGY_PREFIX = "topology."
 
 
-class SweepSpec(BaseModel):
-    """The sweep document (see the module docstring)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+class SweepSpec(Schema):
+    """The sweep document (see the module docstring). ``base_dir`` is set by the loader
+    (the document's folder) or by :func:`make_spec`, never read from the document."""
 
     workload: Any = None
     topology: Any = None
-    set: dict[str, Any] = {}
-    set_topology: dict[str, Any] = {}
-    axes: dict[str, list[Any]] = {}
-    zip_axes: list[dict[str, list[Any]]] = []
+    set: dict[str, Any] = Field(default_factory=dict)
+    set_topology: dict[str, Any] = Field(default_factory=dict)
+    axes: dict[str, list[Any]] = Field(default_factory=dict)
+    zip_axes: list[dict[str, list[Any]]] = Field(default_factory=list)  # one group: a mapping
     time_to_train: dict[str, Any] | None = None  # simulator.reliability.sweep_metrics
-    base_dir: Path | None = None  # where relative paths in the document are looked up
-
-    @field_validator("zip_axes", mode="before")
-    @classmethod
-    def _one_group(cls, v: Any) -> Any:
-        return [v] if isinstance(v, dict) else v
+    base_dir: Any = None  # a Path: where relative paths in the document are looked up
 
 
 @dataclass(frozen=True)
@@ -84,8 +79,8 @@ def make_spec(workload: Any, topology: Any, axes: dict | None = None,
         topology = topology.model_dump()
     data = {"workload": workload, "topology": topology, "set": overrides or {},
             "set_topology": topology_overrides or {}, "axes": axes or {},
-            "zip_axes": zip_axes or [], "base_dir": base_dir, "time_to_train": time_to_train}
-    return _validated(data, "<sweep>")
+            "zip_axes": zip_axes or [], "time_to_train": time_to_train}
+    return _validated(data, "<sweep>", None if base_dir is None else Path(base_dir))
 
 
 def load_sweep(path: str | Path) -> SweepSpec:
@@ -94,11 +89,14 @@ def load_sweep(path: str | Path) -> SweepSpec:
     path = resolve_path(path, "sweeps")
     text = read_text(path, "sweep", str(path))
     data, _ = parse_yaml(text, str(path))
-    data["base_dir"] = path.resolve().parent
-    return _validated(data, str(path))
+    return _validated(data, str(path), path.resolve().parent)
 
 
-def _validated(data: dict, source: str) -> SweepSpec:
+def _validated(data: dict, source: str, base_dir: Path | None) -> SweepSpec:
+    if isinstance(data, dict):
+        data = {**data, "base_dir": base_dir}
+        if isinstance(data.get("zip_axes"), dict):  # one zipped group written as a mapping
+            data["zip_axes"] = [data["zip_axes"]]
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
