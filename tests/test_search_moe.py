@@ -72,7 +72,7 @@ def test_bound_is_below_every_simulated_step_and_top_matches_brute_force(overrid
 
 
 def test_draw_tables_are_shared_read_only_and_equal_to_a_fresh_draw():
-    w, t = resolve("mixtral-8x7b", "dgx-h100", TINY)
+    w, _ = resolve("mixtral-8x7b", "dgx-h100", TINY)
     tokens = 2048
     a, b = draw_table(w, tokens, False), draw_table(w, tokens, False)
     assert a is b
