@@ -1,7 +1,8 @@
 """Plan search on an MoE model: the bound stays a lower bound, the answer stays the same.
 
 The search shares router-draw tables between plans (workload/moe_draws.py) and, per
-table, the all-to-all volumes (workload/moe_dispatch.py); its bound-only plans skip what
+table, the all-to-all volumes (workload/moe_dispatch.py) and the per-draw costs of plans
+priced alike (workload/moe_layer.py); its bound-only plans skip what
 the bound does not read (workload/plan.py). None of that may change a number: the search
 with every plan drawing afresh (the slow path) must give the same result, and every
 fitting plan's bound must stay at or below its simulated step (brute force).
@@ -127,6 +128,24 @@ def test_shared_volumes_price_the_placement_of_each_plan():
         assert private.kept_tokens.flags.writeable and not rows.kept_tokens.flags.writeable
         for x, y in zip(shared, moe.dispatcher.times(private, 2.0, 2.0), strict=True):
             np.testing.assert_array_equal(x, y)
-        seen.append((rows, shared[0]))
+        for kept, own in zip(moe.cost_rows(), moe.cost_rows(private), strict=True):
+            for k, v in own.items():
+                np.testing.assert_array_equal(kept[k], v)
+        seen.append((rows, shared[0], moe))
     assert seen[0][0] is seen[1][0]  # one table
     assert (seen[1][1] > seen[0][1]).all()  # across nodes: slower
+    assert seen[0][2]._cache is not seen[1][2]._cache  # priced per placement
+
+
+def test_plans_alike_but_for_vp_share_their_moe_costs():
+    over = {**TINY, "parallelism.tensor": 1, "parallelism.pipeline": 2, "parallelism.data": 4,
+            "parallelism.expert": 4, "training.micro_batch_size": 1}
+    w, t = resolve("mixtral-8x7b", "dgx-h100", over)
+    w2, _ = resolve("mixtral-8x7b", "dgx-h100", {**over, "parallelism.virtual_pipeline": 2,
+                                                  "parallelism.pipeline_schedule": "interleaved"})
+    topo = Topology.from_config(t)
+    a = build_plan(w, topo, bound_only=True).moe
+    b = build_plan(w2, topo, bound_only=True).moe
+    assert a.table is b.table and a._cache is b._cache and "rows" in a._cache
+    a.place = topo.place(4, 8)  # elsewhere: its own costs
+    assert a._cache is not b._cache and "rows" not in a._cache

@@ -36,6 +36,7 @@ only these draws. Costs are computed for the whole pool at once (numpy over draw
 from __future__ import annotations
 
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -100,8 +101,8 @@ class MoECost:
         self.shared = self._shared_seconds(m.moe.shared_expert_ffn_hidden_size / p.tensor, T)
         self._table: DrawTable | None = None
         # costs of the pool's draws: "rows" -> (forward, backward) fields; (row, backward)
-        # -> MoEPart. Placement-dependent: cleared when ``place`` changes.
-        self._cache: dict = {}
+        # -> MoEPart. Placement-dependent: looked up again when ``place`` changes.
+        self._slot: dict | None = None
 
     @property
     def place(self) -> Placement:
@@ -112,7 +113,31 @@ class MoECost:
     def place(self, value: Placement) -> None:
         self._place = value
         self.dispatcher = self._dispatcher()
-        self._cache.clear()
+        self._slot = None
+
+    @property
+    def _cache(self) -> dict:
+        """Where the pool's costs are kept. A shared (read-only) draw table keeps them for
+        every MoECost that reads it with the same cost inputs (:meth:`_cost_key`): a search
+        prices a table once per placement and layer shape, not once per plan (the plans
+        that differ only in VP, schedule or recompute). Else this object's own."""
+        if self._slot is None:
+            rows = self.table.rows
+            if rows.kept_tokens.flags.writeable:
+                self._slot = {}
+            else:
+                key = self._cost_key()
+                self._slot = _COSTS.setdefault(rows, {}).setdefault(key[1:], {"_topo": key[0]})
+        return self._slot
+
+    def _cost_key(self) -> tuple:
+        """Everything :meth:`_costs` reads besides the draws: the topology (held, keyed by
+        identity: one object per configuration), where the EP group sits, the MoE block,
+        the expert and token shapes, precision, sync, launches, the shared expert and the
+        layer's base phase times."""
+        return (self.topo, id(self.topo), self._place, self.moe.model_dump_json(), self.ep,
+                self.etp, self.tokens, self.h, self.ffn, self.glu, self.fp8, self.synced,
+                self.launches, self.shared, self.base[0].duration, self.base[1].duration)
 
     def _dispatcher(self) -> Dispatcher:
         moe = self.moe
@@ -279,6 +304,10 @@ class MoECost:
                 _fields(size, bwd.duration - base_b, comp_b, exp_b, d_b, c_b,
                         BACKWARD_FACTOR * experts, BACKWARD_FACTOR * router,
                         BACKWARD_FACTOR * permute, bwd.stall, bwd.host))
+
+
+# per shared draw table (weak: gone with the table), by :meth:`MoECost._cost_key`
+_COSTS: WeakKeyDictionary[LoadRows, dict[tuple, dict]] = WeakKeyDictionary()
 
 
 def _fields(size, duration, compute, exposed, dispatch, combine, experts, router, permute,
