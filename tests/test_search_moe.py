@@ -20,7 +20,7 @@ from simulator.sweep import search
 from simulator.sweep.candidates import resolve_shapes, shapes, with_recompute
 from simulator.sweep.search_tasks import fit_and_bound
 from simulator.workload import moe_draws
-from simulator.workload.moe_draws import _TableCache, draw_table
+from simulator.workload.moe_draws import ByteLRU, draw_table
 from simulator.workload.plan import build_plan
 
 # Mixtral 8x7B's MoE block (8 experts, top-2, skewed router, aux loss) on a small body
@@ -95,19 +95,17 @@ def test_draw_tables_are_shared_read_only_and_equal_to_a_fresh_draw():
         assert not np.array_equal(other.rows.kept_tokens[:4], a.rows.kept_tokens[:4])
 
 
-def test_table_cache_drops_the_least_recently_used_past_its_budget():
-    w, _ = resolve("mixtral-8x7b", "dgx-h100", TINY)
-    tables = [moe_draws._new_table(w, n, False) for n in (512, 1024, 2048)]
-    size = tables[0].entry.nbytes + sum(x.nbytes for x in (
-        tables[0].rows.expert_tokens, tables[0].rows.kept_tokens, tables[0].rows.dropped,
-        tables[0].rows.balance_loss))
-    cache = _TableCache(budget=2 * size)
-    cache.put("a", tables[0])
-    cache.put("b", tables[1])
-    assert cache.get("a") is tables[0]  # now "b" is the least recently used
-    cache.put("c", tables[2])
-    assert cache.get("b") is None and cache.get("a") is tables[0]
-    assert cache.get("c") is tables[2] and cache.used == 2 * size
+def test_cache_drops_the_least_recently_used_past_its_budget():
+    cache = ByteLRU(budget=20)
+    cache.put("a", 1, 10)
+    cache.put("b", 2, 10)
+    assert cache.get("a") == 1  # now "b" is the least recently used
+    cache.put("c", 3, 10)
+    assert cache.get("b") is None and cache.get("a") == 1 and cache.get("c") == 3
+    cache.put("c", 4, 5)  # replaced: counted once
+    assert cache.used == 15 and cache.get("c") == 4
+    cache.put("d", 5, 50)  # over budget alone: the newest stays
+    assert cache.get("d") == 5 and cache.get("a") is None and cache.used == 50
 
 
 def test_shared_volumes_price_the_placement_of_each_plan():

@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -107,7 +108,7 @@ def draw_table(w: Workload, tokens: int, deterministic: bool) -> DrawTable:
     table = _TABLES.get(key)
     if table is None:
         table = _new_table(w, tokens, deterministic)
-        _TABLES.put(key, table)
+        _TABLES.put(key, table, table_bytes(table))
     return table
 
 
@@ -141,35 +142,40 @@ def _new_table(w: Workload, tokens: int, deterministic: bool) -> DrawTable:
     return DrawTable(rows, entry, {layer: i for i, layer in enumerate(layers)})
 
 
-class _TableCache:
-    """Draw tables by :func:`draw_key`, least recently used dropped past ``budget`` bytes
-    (one process's share; a sweep worker keeps its own)."""
+class ByteLRU:
+    """Values by key, the least recently used dropped past ``budget`` bytes (one
+    process's share: a sweep worker keeps its own). The newest value always stays."""
 
     def __init__(self, budget: int):
         self.budget, self.used = budget, 0
-        self._items: OrderedDict[tuple, tuple[DrawTable, int]] = OrderedDict()
+        self._items: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
 
-    def get(self, key: tuple) -> DrawTable | None:
+    def get(self, key: Any) -> Any:
         hit = self._items.get(key)
         if hit is None:
             return None
         self._items.move_to_end(key)
         return hit[0]
 
-    def put(self, key: tuple, table: DrawTable) -> None:
-        r = table.rows
-        size = sum(a.nbytes for a in (table.entry, r.expert_tokens, r.kept_tokens, r.dropped,
-                                      r.balance_loss))
-        self._items[key] = (table, size)
-        self.used += size
+    def put(self, key: Any, value: Any, size: int) -> None:
+        old = self._items.pop(key, None)
+        self.used += size - (old[1] if old else 0)
+        self._items[key] = (value, size)
         while self.used > self.budget and len(self._items) > 1:
-            _, (_, old) = self._items.popitem(last=False)
-            self.used -= old
+            _, (_, dropped) = self._items.popitem(last=False)
+            self.used -= dropped
 
     def clear(self) -> None:
         self._items.clear()
         self.used = 0
 
 
-CACHE_BYTES = 256 << 20  # draw tables kept per process (Mixtral 8x7B's largest: ~1 MB)
-_TABLES = _TableCache(CACHE_BYTES)
+def table_bytes(table: DrawTable) -> int:
+    """Bytes of a table's arrays."""
+    r = table.rows
+    return sum(a.nbytes for a in (table.entry, r.expert_tokens, r.kept_tokens, r.dropped,
+                                  r.balance_loss))
+
+
+CACHE_BYTES = 128 << 20  # draw tables kept per process (Mixtral 8x7B's largest: ~1 MB)
+_TABLES = ByteLRU(CACHE_BYTES)

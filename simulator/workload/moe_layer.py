@@ -36,7 +36,6 @@ only these draws. Costs are computed for the whole pool at once (numpy over draw
 from __future__ import annotations
 
 from dataclasses import dataclass
-from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -47,7 +46,7 @@ from ..moe import RouterLoads
 from ..moe.batch import LoadRows
 from .cost import Phase
 from .moe_dispatch import Dispatcher
-from .moe_draws import DrawTable, draw_table
+from .moe_draws import ByteLRU, DrawTable, draw_table
 from .moe_host import BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes, launch_counts
 
 
@@ -126,16 +125,20 @@ class MoECost:
             if rows.kept_tokens.flags.writeable:
                 self._slot = {}
             else:
-                key = self._cost_key()
-                self._slot = _COSTS.setdefault(rows, {}).setdefault(key[1:], {"_topo": key[0]})
+                key = (id(rows), *self._cost_key())
+                hit = _COSTS.get(key)
+                if hit is None:  # the slot holds the table and topology: their ids stay theirs
+                    hit = {"_held": (rows, self.topo)}
+                    _COSTS.put(key, hit, COST_BYTES_PER_DRAW * len(rows))
+                self._slot = hit
         return self._slot
 
     def _cost_key(self) -> tuple:
-        """Everything :meth:`_costs` reads besides the draws: the topology (held, keyed by
-        identity: one object per configuration), where the EP group sits, the MoE block,
+        """Everything :meth:`_costs` reads besides the draws: the topology (by identity: one
+        object per configuration value), where the EP group sits, the MoE block,
         the expert and token shapes, precision, sync, launches, the shared expert and the
         layer's base phase times."""
-        return (self.topo, id(self.topo), self._place, self.moe.model_dump_json(), self.ep,
+        return (id(self.topo), self._place, self.moe.model_dump_json(), self.ep,
                 self.etp, self.tokens, self.h, self.ffn, self.glu, self.fp8, self.synced,
                 self.launches, self.shared, self.base[0].duration, self.base[1].duration)
 
@@ -306,8 +309,10 @@ class MoECost:
                         BACKWARD_FACTOR * permute, bwd.stall, bwd.host))
 
 
-# per shared draw table (weak: gone with the table), by :meth:`MoECost._cost_key`
-_COSTS: WeakKeyDictionary[LoadRows, dict[tuple, dict]] = WeakKeyDictionary()
+# cost slots by (shared draw table, :meth:`MoECost._cost_key`); a slot holds at most two
+# [11, K] stacks and 2 x 11 fields of K draws, some broadcast: 8 bytes x 48 per draw bounds it
+COST_BYTES_PER_DRAW = 8 * 48
+_COSTS = ByteLRU(128 << 20)
 
 
 def _fields(size, duration, compute, exposed, dispatch, combine, experts, router, permute,
