@@ -67,6 +67,8 @@ from ..errors import ConfigError
 from ..hardware import Topology
 from ..memory import estimate_memory
 from ..schedules import FusedStep, Route, Schedule, is_fused
+from ..workload.moe_layer import source_tokens
+from ..workload.ops import dims
 from ..workload.plan import build_plan
 from .candidates import RECOMPUTE, with_recompute
 
@@ -140,6 +142,22 @@ def _fused_hiding(inp: EngineInput, s: int, steps: list) -> float:
         return 0.0  # no F&B pair (all but DualPipe): a C-speed look instead of the walk
     return sum(float(inp.fwd_ep[s, x.chunk, x.mb] + inp.bwd_ep[s, y.chunk, y.mb])
                for x, y in pairwise(steps) if is_fused(x))
+
+
+def draw_group(w: Workload) -> tuple:
+    """Plans with one key read the same router draws (tokens routed per micro-batch over
+    the EP group, micro-batches; the rest of :func:`~simulator.workload.moe_draws.draw_key`
+    is the search's base workload): costed in one worker, they share its drawn tables and
+    their costs. Dense: ``()``."""
+    if w.model.moe is None:
+        return ()
+    return source_tokens(w, dims(w).T) * w.parallelism.expert, w.num_microbatches
+
+
+def fit_and_bound_group(items: list[tuple[Workload, TopologyConfig]]
+                        ) -> list[tuple[str | None, tuple[float, ...], float, str | None]]:
+    """:func:`fit_and_bound` of each item, in one task."""
+    return [fit_and_bound(item) for item in items]
 
 
 def fit_and_bound(item: tuple[Workload, TopologyConfig]

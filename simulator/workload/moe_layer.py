@@ -72,6 +72,13 @@ PART_FIELDS = ("duration", "compute", "exposed_ep", "dispatch", "combine", "expe
                "router", "hidden_ep", "host_stall", "host")
 
 
+def source_tokens(w: Workload, T: float) -> int:
+    """Tokens each EP rank routes per micro-batch and MoE layer, ``T * etp / tp`` of the
+    ``T`` through its GEMMs (with ETP < TP the TP ranks split them: parallel folding)."""
+    p = w.parallelism
+    return max(1, round(T * p.etp / p.tensor))
+
+
 class MoECost:
     """Routed-expert cost model for one workload on one topology."""
 
@@ -86,7 +93,7 @@ class MoECost:
         self.h = m.hidden_size
         self.ffn = m.moe.ffn_hidden_size or m.ffn
         self.glu = m.gated_linear_unit
-        self.tokens = max(1, round(T * self.etp / p.tensor))  # source tokens per rank
+        self.tokens = source_tokens(w, T)
         self.fp8 = w.training.precision == "fp8"
         self.seed = w.training.seed
         self.base = base or (Phase(), Phase())
