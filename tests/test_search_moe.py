@@ -95,6 +95,16 @@ def test_draw_tables_are_shared_read_only_and_equal_to_a_fresh_draw():
         assert not np.array_equal(other.rows.kept_tokens[:4], a.rows.kept_tokens[:4])
 
 
+def test_a_changed_pool_size_draws_its_own_table(monkeypatch):
+    """simulator.studies.moe_draws sets MIN_POOL to give every pair its own draw."""
+    w, _ = resolve("deepseek-v3", "dgx-h100")
+    tokens = 131072  # bias balancing, many tokens: a shared pool of MIN_POOL draws
+    pooled = draw_table(w, tokens, False)
+    monkeypatch.setattr(moe_draws, "MIN_POOL", 1 << 62)
+    own = draw_table(w, tokens, False)
+    assert len(pooled.rows) < pooled.entry.size == own.entry.size == len(own.rows)
+
+
 def test_cache_drops_the_least_recently_used_past_its_budget():
     cache = ByteLRU(budget=20)
     cache.put("a", 1, 10)

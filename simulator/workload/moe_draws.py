@@ -113,12 +113,17 @@ def draw_table(w: Workload, tokens: int, deterministic: bool) -> DrawTable:
 
 
 def draw_key(w: Workload, tokens: int, deterministic: bool) -> tuple:
-    """Everything :func:`draw_table` reads: the root seed, the MoE block (router, balancing,
-    capacity, layer pattern, trace path), the MoE layers, the micro-batches, the tokens."""
+    """Everything :func:`draw_table` reads: the root seed and stream key, the MoE block
+    (router, balancing, capacity, layer pattern, trace path), the MoE layers, the
+    micro-batches, the tokens and the pool size (which reads :data:`MIN_POOL` and
+    :data:`NOISE_TOL`: a study that changes them gets its own tables)."""
     moe = w.model.moe
     assert moe is not None
-    return (w.training.seed, moe.model_dump_json(), tuple(moe_layers(w)),
-            w.num_microbatches, int(tokens), bool(deterministic))
+    layers = tuple(moe_layers(w))
+    pairs = len(layers) * w.num_microbatches
+    k = 1 if deterministic else pool_size(moe, tokens, pairs)
+    return (w.training.seed, POOL_KEY, moe.model_dump_json(), layers, w.num_microbatches,
+            int(tokens), bool(deterministic), k)
 
 
 def _new_table(w: Workload, tokens: int, deterministic: bool) -> DrawTable:
