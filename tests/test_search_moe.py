@@ -52,6 +52,13 @@ def test_search_is_unchanged_when_every_plan_draws_afresh(overrides, schedules, 
     assert _plain(shared) == _plain(fresh)
 
 
+def test_worker_processes_give_the_serial_result():
+    """Plans grouped by their draws run in worker tasks; the result is the serial one."""
+    local = search("mixtral-8x7b", "dgx-h100", 8, top=5, executor="local", workers=2,
+                   overrides=TINY, micro_batch_sizes=(1, 2), max_context=2)
+    assert _plain(local) == _plain(_search(TINY))
+
+
 @pytest.mark.parametrize("overrides", [TINY, BIAS])
 def test_bound_is_below_every_simulated_step_and_top_matches_brute_force(overrides):
     data, _, _ = read_document("mixtral-8x7b", "workloads")
