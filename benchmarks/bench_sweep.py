@@ -1,7 +1,7 @@
 """Sweep throughput: configurations simulated per second per core, and a plan search.
 
     python benchmarks/bench_sweep.py                 # everything, all cores
-    python benchmarks/bench_sweep.py --no-search     # skip the 70B plan search
+    python benchmarks/bench_sweep.py --no-search     # skip the plan searches
     python benchmarks/bench_sweep.py --profile       # + where one dense config's time goes
     python benchmarks/bench_sweep.py --write         # + its section of the startup report
 
@@ -12,7 +12,9 @@ Workloads:
   = 54 configurations (``num_gpus`` fixes DP = 1024 / (TP*PP));
 * MoE: Mixtral 8x7B on 256 GPUs of dgx-h100, TP {1,2} x EP {4,8} x PP {1,2,4}
   = 12 configurations;
-* search: ``clustersim search llama3-70b --gpus 1024`` (about 10^4 plans);
+* search: ``clustersim search llama3-70b --gpus 1024`` (about 10^4 plans) and the MoE
+  ``clustersim search mixtral-8x7b --gpus 64`` (about 1.6 * 10^4 plans, router draws
+  per plan);
 * GPU count: one fixed plan shape (Llama 3 8B, TP4 PP2, MBS 1, 16 micro-batches per
   replica) on 8 to 131,072 GPUs (only DP and the global batch grow), CPU time per
   plan through the sweep path (resolve, simulate, JSON outcome), median of repeats.
@@ -215,6 +217,25 @@ def _scaling(repeats: int, batch: int = 5) -> list[str]:
     return rows
 
 
+SEARCHES = (("llama3-70b", 1024, {"training.global_batch_size": 1024}),
+            ("mixtral-8x7b", 64, {}))  # dense (issue 16's bar), MoE (router draws per plan)
+
+
+def _search_line(name: str, gpus: int, overrides: dict, workers: int) -> str:
+    """One plan search, wall and CPU seconds (this process and its workers), its counts."""
+    wall0, cpu0 = time.perf_counter(), _cpu()
+    res = search(name, "dgx-h100", gpus, 10, workers=workers, overrides=overrides)
+    wall, cpu = time.perf_counter() - wall0, _cpu() - cpu0
+    c = res.counts
+    cpu_text = f", {cpu:.1f} s CPU" if cpu > wall / 2 else ""  # forkserver workers: not ours
+    return (f"search {name} on {gpus:,} GPUs: {c['plans']} plans, {c['invalid']} invalid, "
+            f"{c['over_memory']} over memory, {c['recompute_dominated']} recompute-dominated, "
+            f"{c['pruned_by_bound']} pruned by bound, {c['simulated']} simulated, "
+            f"{wall:.1f} s wall{cpu_text} on {workers} workers; best "
+            f"{res.plans.plan[0]} ({res.plans.recompute[0]}), "
+            f"{res.plans.tokens_per_s[0]:.4g} tokens/s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
@@ -254,17 +275,9 @@ def main() -> None:
     say("|---|---|---|")
     lines += _scaling(args.repeats)
     if not args.no_search:
-        start = time.perf_counter()
-        res = search("llama3-70b", "dgx-h100", 1024, 10, workers=args.workers,
-                     overrides={"training.global_batch_size": 1024})
-        elapsed = time.perf_counter() - start
-        c = res.counts
-        say(f"\nsearch llama3-70b on 1,024 GPUs: {c['plans']} plans, {c['invalid']} invalid, "
-            f"{c['over_memory']} over memory, {c['recompute_dominated']} recompute-dominated, "
-            f"{c['pruned_by_bound']} pruned by bound, {c['simulated']} simulated, "
-            f"{elapsed:.1f} s wall on {args.workers} workers; best "
-            f"{res.plans.plan[0]} ({res.plans.recompute[0]}), "
-            f"{res.plans.tokens_per_s[0]:.4g} tokens/s")
+        say("")
+        for name, gpus, overrides in SEARCHES:
+            say(_search_line(name, gpus, overrides, args.workers))
     text = "\n".join(lines)
     print(text)
     if args.write:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +59,7 @@ from .explain import why
 from .progress import Progress
 from .resolve import Documents, config_key
 from .runner import simulate_keys
-from .search_tasks import fit_and_bound
+from .search_tasks import draw_group, fit_and_bound, fit_and_bound_group
 from .store import ResultStore
 
 if TYPE_CHECKING:
@@ -122,10 +122,11 @@ def _fit_phase(valid: list[tuple[Shape, Workload]], t: TopologyConfig, ex: Execu
     fits, failed = [], {}
     items = [(w, t) for _, w in valid]
     results: list[Any] = [None] * len(items)
-    for i, res in ex.map(fit_and_bound, items):
-        results[i] = res
+    for idx, res in _map_grouped(items, ex):
+        for i, r in zip(idx, res, strict=True):
+            results[i] = r
         if progress is not None:
-            progress.update()
+            progress.update(len(idx))
     for i, (rc, tried, bound, error) in enumerate(results):
         shape, w = valid[i]
         if error is not None:
@@ -143,6 +144,24 @@ def _fit_phase(valid: list[tuple[Shape, Workload]], t: TopologyConfig, ex: Execu
             counts["recompute_dominated"] += len(RECOMPUTE) - 1 - k
             fits.append(Fit(i, shape, with_recompute(w, rc), rc, tried[-1], bound))
     return fits, failed
+
+
+def _map_grouped(items: list[tuple[Workload, TopologyConfig]], ex: Executor
+                 ) -> Iterator[tuple[list[int], list[Any]]]:
+    """``fit_and_bound`` of every item: (item indices, their results) per task. MoE plans
+    that read the same router draws (:func:`.search_tasks.draw_group`) go in one task, so
+    one worker draws and prices them (per plan, they cost the same wherever they run)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, (w, _) in enumerate(items):
+        key = draw_group(w)
+        groups.setdefault(key if key else (i,), []).append(i)
+    if len(groups) == len(items):  # dense: one plan a task, as the executor chunks them
+        for i, res in ex.map(fit_and_bound, items):
+            yield [i], [res]
+        return
+    idx = sorted(groups.values(), key=len, reverse=True)  # largest first: no long tail
+    for g, res in ex.map(fit_and_bound_group, [[items[i] for i in ix] for ix in idx]):
+        yield idx[g], res
 
 
 def _simulate(batch: list[Fit], t: TopologyConfig, ex: Executor, store: ResultStore | None,

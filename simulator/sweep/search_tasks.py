@@ -42,6 +42,19 @@ the zero-bubble and DualPipe schedules than for 1F1B (about 0.7-0.99 of the
 simulated step on small plans, lowest with few micro-batches or MoE), so
 ``--schedules all`` prunes less and simulates more. Summation order can put
 it one rounding error (~1e-16 relative) above an exactly equal simulated step.
+
+MoE: the bound reads the very phase tables the simulation replays, each (layer,
+micro-batch) priced with its own router draw, so the argument above holds as is.
+Pricing every expert at the mean (uniform) load instead is not a provable lower bound:
+an expert's time jumps at its first token (launch overheads; a Mixtral 8x7B expert
+on H100: 8 us idle, 106 us for one token, then linear), so where a rank holds
+several experts a draw that leaves one idle costs less than the even split (Jensen
+on a concave kink), and the bound is not monotone in every table either (the W
+split and the round trip subtract). The search keeps the exact tables and makes
+them cheap instead: plans whose draws coincide share one drawn table and its
+all-to-all volumes (:func:`~simulator.workload.moe_draws.draw_table`), and the
+bound-only plan builds nothing else (tests/test_search_moe.py checks the bound
+against the simulated step and the search against one that draws afresh).
 """
 
 from __future__ import annotations
@@ -53,7 +66,9 @@ from ..engine import EngineInput
 from ..errors import ConfigError
 from ..hardware import Topology
 from ..memory import estimate_memory
-from ..schedules import Route, Schedule, is_fused
+from ..schedules import FusedStep, Route, Schedule, is_fused
+from ..workload.moe_layer import source_tokens
+from ..workload.ops import dims
 from ..workload.plan import build_plan
 from .candidates import RECOMPUTE, with_recompute
 
@@ -123,8 +138,26 @@ def _fused_hiding(inp: EngineInput, s: int, steps: list) -> float:
     """Most EP time an F&B pair can hide (both phases' exposed all-to-all), summed."""
     if inp.fwd_ep is None or inp.bwd_ep is None or not (inp.fwd_ep.any() or inp.bwd_ep.any()):
         return 0.0  # nothing to hide (dense): skip the walk over the steps
+    if FusedStep not in set(map(type, steps)):
+        return 0.0  # no F&B pair (all but DualPipe): a C-speed look instead of the walk
     return sum(float(inp.fwd_ep[s, x.chunk, x.mb] + inp.bwd_ep[s, y.chunk, y.mb])
                for x, y in pairwise(steps) if is_fused(x))
+
+
+def draw_group(w: Workload) -> tuple:
+    """Plans with one key read the same router draws (tokens routed per micro-batch over
+    the EP group, micro-batches; the rest of :func:`~simulator.workload.moe_draws.draw_key`
+    is the search's base workload): costed in one worker, they share its drawn tables and
+    their costs. Dense: ``()``."""
+    if w.model.moe is None:
+        return ()
+    return source_tokens(w, dims(w).T) * w.parallelism.expert, w.num_microbatches
+
+
+def fit_and_bound_group(items: list[tuple[Workload, TopologyConfig]]
+                        ) -> list[tuple[str | None, tuple[float, ...], float, str | None]]:
+    """:func:`fit_and_bound` of each item, in one task."""
+    return [fit_and_bound(item) for item in items]
 
 
 def fit_and_bound(item: tuple[Workload, TopologyConfig]

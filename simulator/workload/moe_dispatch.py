@@ -26,6 +26,8 @@ backward exchange send bf16. Units: bytes, seconds.
 
 from __future__ import annotations
 
+from weakref import WeakKeyDictionary
+
 import numpy as np
 
 from ..collectives import collective_time
@@ -62,9 +64,28 @@ class Dispatcher:
             scale = self.tokens * kept * self.h
             nvl, rdma = nvl.max(axis=-1) * scale, rdma.max(axis=-1) * scale
             return self._deepep(nvl, rdma, dispatch_elem), self._deepep(nvl, rdma, combine_elem)
+        busiest = self._busiest(rows, dispatch_elem, combine_elem)
+        return tuple(alltoall_time_rows(b, self.place, self.topo) for b in busiest)
+
+    def _busiest(self, rows: LoadRows, dispatch_elem: float, combine_elem: float
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes of the busiest rank's larger direction per draw, dispatch and combine
+        (:func:`~simulator.collectives.alltoall_time_uneven` per row sets the time by it).
+        A function of the draws, EP, tokens and hidden
+        size only, not of where the group sits: kept per shared (read-only) draw table,
+        for every plan of a search that reads the same one."""
+        key = (self.ep, self.tokens, self.h, rows.topk, dispatch_elem, combine_elem)
+        kept = _VOLUMES.get(rows) if not rows.kept_tokens.flags.writeable else None
+        if kept is not None and key in kept:
+            return kept[key]
         send, recv = self.flat_bytes(rows)
-        return (self._uneven(send * dispatch_elem, recv * dispatch_elem),
-                self._uneven(recv * combine_elem, send * combine_elem))
+        out = (_max_direction(send * dispatch_elem, recv * dispatch_elem),
+               _max_direction(recv * combine_elem, send * combine_elem))
+        if not rows.kept_tokens.flags.writeable:
+            for a in out:
+                a.flags.writeable = False
+            _VOLUMES.setdefault(rows, {})[key] = out
+        return out
 
     def flat_bytes(self, rows: LoadRows) -> tuple[np.ndarray, np.ndarray]:
         """Elements each rank sends and receives in a flat all-to-all, ``([n, ep], [n, ep])``:
@@ -76,12 +97,6 @@ class Dispatcher:
         mat = per_src[:, None, None] * np.broadcast_to(share[:, None, :], (n, self.ep, self.ep))
         mat[:, np.arange(self.ep), np.arange(self.ep)] = 0.0
         return mat.sum(axis=2), mat.sum(axis=1)
-
-    def _uneven(self, send: np.ndarray, recv: np.ndarray) -> np.ndarray:
-        """:func:`~simulator.collectives.alltoall_time_uneven` per row ``[n, ep] -> [n]``:
-        the busiest rank's larger direction sets the time."""
-        busiest = np.maximum(send.max(axis=1), recv.max(axis=1))
-        return alltoall_time_rows(busiest, self.place, self.topo)
 
     def _allgather(self, elem: float) -> float:
         return collective_time("all_gather", self.ep * self.tokens * self.h * elem,
@@ -102,6 +117,17 @@ class Dispatcher:
             bw = min(x.bandwidth * x.deepep_efficiency / x.oversubscription for x in span)
             t = np.where(rdma > 0, np.maximum(t, rdma * elem / bw), t)
         return t + tiers[min(self.place.span, len(tiers) - 1)].latency_s
+
+
+def _max_direction(send: np.ndarray, recv: np.ndarray) -> np.ndarray:
+    """Per row, the busiest rank's larger direction ``[n, ep] -> [n]``."""
+    return np.maximum(send.max(axis=1), recv.max(axis=1))
+
+
+# busiest-rank bytes per shared draw table (weak: gone with the table), by
+# (EP, tokens, hidden, top-k, bytes per element of dispatch and combine)
+_VOLUMES: WeakKeyDictionary[LoadRows, dict[tuple, tuple[np.ndarray, np.ndarray]]] = \
+    WeakKeyDictionary()
 
 
 def deepep_tokens(share: np.ndarray, topk: int, local: int, max_nodes: int | None

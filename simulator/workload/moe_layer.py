@@ -46,7 +46,7 @@ from ..moe import RouterLoads
 from ..moe.batch import LoadRows
 from .cost import Phase
 from .moe_dispatch import Dispatcher
-from .moe_draws import DrawTable, draw_table
+from .moe_draws import ByteLRU, DrawTable, draw_table
 from .moe_host import BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes, launch_counts
 
 
@@ -72,6 +72,13 @@ PART_FIELDS = ("duration", "compute", "exposed_ep", "dispatch", "combine", "expe
                "router", "hidden_ep", "host_stall", "host")
 
 
+def source_tokens(w: Workload, T: float) -> int:
+    """Tokens each EP rank routes per micro-batch and MoE layer, ``T * etp / tp`` of the
+    ``T`` through its GEMMs (with ETP < TP the TP ranks split them: parallel folding)."""
+    p = w.parallelism
+    return max(1, round(T * p.etp / p.tensor))
+
+
 class MoECost:
     """Routed-expert cost model for one workload on one topology."""
 
@@ -86,7 +93,7 @@ class MoECost:
         self.h = m.hidden_size
         self.ffn = m.moe.ffn_hidden_size or m.ffn
         self.glu = m.gated_linear_unit
-        self.tokens = max(1, round(T * self.etp / p.tensor))  # source tokens per rank
+        self.tokens = source_tokens(w, T)
         self.fp8 = w.training.precision == "fp8"
         self.seed = w.training.seed
         self.base = base or (Phase(), Phase())
@@ -100,8 +107,8 @@ class MoECost:
         self.shared = self._shared_seconds(m.moe.shared_expert_ffn_hidden_size / p.tensor, T)
         self._table: DrawTable | None = None
         # costs of the pool's draws: "rows" -> (forward, backward) fields; (row, backward)
-        # -> MoEPart. Placement-dependent: cleared when ``place`` changes.
-        self._cache: dict = {}
+        # -> MoEPart. Placement-dependent: looked up again when ``place`` changes.
+        self._slot: dict | None = None
 
     @property
     def place(self) -> Placement:
@@ -112,7 +119,35 @@ class MoECost:
     def place(self, value: Placement) -> None:
         self._place = value
         self.dispatcher = self._dispatcher()
-        self._cache.clear()
+        self._slot = None
+
+    @property
+    def _cache(self) -> dict:
+        """Where the pool's costs are kept. A shared (read-only) draw table keeps them for
+        every MoECost that reads it with the same cost inputs (:meth:`_cost_key`): a search
+        prices a table once per placement and layer shape, not once per plan (the plans
+        that differ only in VP, schedule or recompute). Else this object's own."""
+        if self._slot is None:
+            rows = self.table.rows
+            if rows.kept_tokens.flags.writeable:
+                self._slot = {}
+            else:
+                key = (id(rows), *self._cost_key())
+                hit = _COSTS.get(key)
+                if hit is None:  # the slot holds the table and topology: their ids stay theirs
+                    hit = {"_held": (rows, self.topo)}
+                    _COSTS.put(key, hit, COST_BYTES_PER_DRAW * len(rows))
+                self._slot = hit
+        return self._slot
+
+    def _cost_key(self) -> tuple:
+        """Everything :meth:`_costs` reads besides the draws: the topology (by identity: one
+        object per configuration value), where the EP group sits, the MoE block,
+        the expert and token shapes, precision, sync, launches, the shared expert and the
+        layer's base phase times."""
+        return (id(self.topo), self._place, self.moe.model_dump_json(), self.ep,
+                self.etp, self.tokens, self.h, self.ffn, self.glu, self.fp8, self.synced,
+                self.launches, self.shared, self.base[0].duration, self.base[1].duration)
 
     def _dispatcher(self) -> Dispatcher:
         moe = self.moe
@@ -279,6 +314,12 @@ class MoECost:
                 _fields(size, bwd.duration - base_b, comp_b, exp_b, d_b, c_b,
                         BACKWARD_FACTOR * experts, BACKWARD_FACTOR * router,
                         BACKWARD_FACTOR * permute, bwd.stall, bwd.host))
+
+
+# cost slots by (shared draw table, :meth:`MoECost._cost_key`); a slot holds at most two
+# [11, K] stacks and 2 x 11 fields of K draws, some broadcast: 8 bytes x 48 per draw bounds it
+COST_BYTES_PER_DRAW = 8 * 48
+_COSTS = ByteLRU(128 << 20)
 
 
 def _fields(size, duration, compute, exposed, dispatch, combine, experts, router, permute,

@@ -142,12 +142,13 @@ def stage_draw_uses(moe: MoECost, chunks: list[ChunkBase], runs: np.ndarray,
 
 
 def add_moe_parts(moe: MoECost, chunks: list[ChunkBase], tables: tuple[np.ndarray, ...],
-                  totals: list[dict[str, float]], ep_totals: list[dict[str, float]],
+                  totals: list[dict[str, float]] | None, ep_totals: list[dict[str, float]],
                   phases: dict[tuple[str, int, int], Phase] | None) -> None:
     """Fill the engine's ``(fwd, bwd, wgrad, fwd_ep, bwd_ep)`` ``[s, c, mb]`` tables, the
     stage totals and the EP breakdown (forward and backward parts of every layer and
     micro-batch) for ``chunks``; with ``phases``, also each chunk's first-micro-batch
-    phases (no op timelines). Numpy over chunks and micro-batches."""
+    phases (no op timelines). ``totals`` None: the tables only (the search's bound reads
+    nothing else). Numpy over chunks and micro-batches."""
     mf, mb, mr, mw = chunk_sums(moe, chunks)
     stage = np.array([ch.s for ch in chunks])
     sc = (stage, np.array([ch.c for ch in chunks]))  # each (stage, chunk) once
@@ -156,7 +157,7 @@ def add_moe_parts(moe: MoECost, chunks: list[ChunkBase], tables: tuple[np.ndarra
         runs[i, slice(None) if len(ch.mbs) == runs.shape[1] else ch.mbs] = True
 
     def base(get) -> np.ndarray:
-        return np.array([get(ch) for ch in chunks])[:, None]
+        return _per_chunk(chunks, get)
 
     dur_f = base(lambda ch: ch.f.duration) + mf[D]
     dur_b = base(lambda ch: ch.b.duration) + mb[D] + mr[D]
@@ -165,6 +166,27 @@ def add_moe_parts(moe: MoECost, chunks: list[ChunkBase], tables: tuple[np.ndarra
     wg = np.minimum(base(lambda ch: ch.wg) + mw, dur_b)
     for table, value in zip(tables, (dur_f, dur_b, wg, ep_f, ep_b), strict=True):
         table[sc] = np.where(runs, value, 0.0)
+    if totals is not None:
+        _add_totals(moe, chunks, runs, (mf, mb, mr), (ep_f, ep_b), totals, ep_totals)
+    if phases is not None:
+        at = (slice(None), np.arange(len(chunks)), np.array([ch.mbs[0] for ch in chunks]))
+        fwd, bwd = mf[at].T.tolist(), (mb[at] + mr[at]).T.tolist()  # [chunk, field]
+        for ch, f, b in zip(chunks, fwd, bwd, strict=True):
+            phases[("F", ch.s, ch.c)] = _first(ch.f, f)
+            phases[("B", ch.s, ch.c)] = _first(ch.b, b)
+
+
+def _add_totals(moe: MoECost, chunks: list[ChunkBase], runs: np.ndarray,
+                sums: tuple[np.ndarray, ...], eps: tuple[np.ndarray, np.ndarray],
+                totals: list[dict[str, float]], ep_totals: list[dict[str, float]]) -> None:
+    """Stage totals per axis and the EP breakdown of :func:`add_moe_parts` (seconds)."""
+    mf, mb, mr = sums
+    ep_f, ep_b = eps
+    stage = np.array([ch.s for ch in chunks])
+
+    def base(get) -> np.ndarray:
+        return _per_chunk(chunks, get)
+
     per_chunk = {
         "compute": base(lambda ch: ch.f.compute + ch.b.compute) + mf[C] + mb[C] + mr[C],
         "tp": base(lambda ch: ch.f.exposed.get("tp", 0.0) + ch.b.exposed.get("tp", 0.0)),
@@ -179,12 +201,11 @@ def add_moe_parts(moe: MoECost, chunks: list[ChunkBase], tables: tuple[np.ndarra
     for s in sorted(set(stage.tolist())):
         for k, v in zip(EP_KEYS, per_stage[s].tolist(), strict=True):
             ep_totals[s][k] = ep_totals[s].get(k, 0.0) + v
-    if phases is not None:
-        at = (slice(None), np.arange(len(chunks)), np.array([ch.mbs[0] for ch in chunks]))
-        fwd, bwd = mf[at].T.tolist(), (mb[at] + mr[at]).T.tolist()  # [chunk, field]
-        for ch, f, b in zip(chunks, fwd, bwd, strict=True):
-            phases[("F", ch.s, ch.c)] = _first(ch.f, f)
-            phases[("B", ch.s, ch.c)] = _first(ch.b, b)
+
+
+def _per_chunk(chunks: list[ChunkBase], get) -> np.ndarray:
+    """``get(chunk)`` of every chunk as a column ``[chunk, 1]``."""
+    return np.array([get(ch) for ch in chunks])[:, None]
 
 
 def _first(base: Phase, extra: list[float]) -> Phase:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -79,9 +80,6 @@ class _Builder:
                                tp_overlap=tr.tp_comm_overlap and p.sequence_parallel,
                                attention=make_attention(w, topo, self.groups, x),
                                async_grad_allreduce=tr.async_tensor_model_parallel_allreduce)
-        dense_fwd = layer_forward(w)
-        dense_bwd = backward_of(dense_fwd)
-        self.dense = self._layer(None, ops=(dense_fwd, dense_bwd))
         shared = w.model.moe.shared_expert_ffn_hidden_size if w.model.moe else 0
         # an MoE layer's ops without the routed experts: built once, read three times below
         moe_fwd = layer_forward(w, shared) if w.model.moe else []
@@ -93,9 +91,6 @@ class _Builder:
         self._collected: dict[tuple, tuple] = {}  # collect(): chunks alike
         self.rc = rc = tr.recompute_plan
         self.recompute_moe = rc.full or rc.has("moe")
-        # full recompute, block method: layers past recompute_num_layers keep their
-        # activations, so their backward re-runs nothing
-        self.dense_plain_bwd = cost_ops(dense_bwd, self.ctx)
         self.moe_plain_bwd = cost_ops(moe_bwd, self.ctx) if self.moe else None
         self.offload_layers = tr.cpu_offloading_num_layers if tr.cpu_offloading else 0
         self.offload = self._offload_waits(topo) if self.offload_layers else None
@@ -103,9 +98,30 @@ class _Builder:
         self.embed = (cost_ops(emb, self.ctx), cost_ops(backward_of(emb), self.ctx))
         self.output = (cost_ops(out, self.ctx), cost_ops(backward_of(out), self.ctx))
         # W (weight-gradient GEMMs) of each kind of block, for B/W-split schedules
-        self.w_dense = wgrad_time(dense_fwd, self.ctx)
         self.w_moe_base = wgrad_time(moe_fwd, self.ctx) if self.moe else 0.0
         self.w_output = wgrad_time(out, self.ctx)
+
+    # The dense layer is costed on first use: a model whose layers are all MoE (Mixtral)
+    # never reads it, and a search builds thousands of such plans.
+    @cached_property
+    def _dense_ops(self) -> tuple[list[Op], list[Op]]:
+        fwd = layer_forward(self.w)
+        return fwd, backward_of(fwd)
+
+    @cached_property
+    def dense(self) -> tuple[Phase, Phase]:
+        return self._layer(None, ops=self._dense_ops)
+
+    @cached_property
+    def dense_plain_bwd(self) -> Phase:
+        """Full recompute, block method: layers past recompute_num_layers keep their
+        activations, so their backward re-runs nothing."""
+        return cost_ops(self._dense_ops[1], self.ctx)
+
+    @cached_property
+    def w_dense(self) -> float:
+        """W (weight-gradient GEMMs) of a dense layer, for B/W-split schedules."""
+        return wgrad_time(self._dense_ops[0], self.ctx)
 
     def _layer(self, ffn: int | None, moe_layer: bool = False,
                ops: tuple[list[Op], list[Op]] | None = None) -> tuple[Phase, Phase]:
@@ -138,7 +154,10 @@ class _Builder:
         return out[0], out[1]
 
     def _dense(self, f: Phase, b: Phase, redo: int, plain: int, ops: bool) -> None:
-        """Append ``redo`` dense layers with recompute and ``plain`` without."""
+        """Append ``redo`` dense layers with recompute and ``plain`` without (none: nothing
+        to add, so the dense layer need not be costed)."""
+        if not redo + plain:
+            return
         f.extend(self.dense[0], redo + plain, ops)
         b.extend(self.dense[1], redo, ops)
         if plain:
@@ -199,7 +218,8 @@ class _Builder:
                 plain_run += not redo
                 continue
             self._dense(f, b, dense_run, plain_run, ops)
-            wg += self.w_dense * (dense_run + plain_run)
+            if dense_run + plain_run:  # none: the dense layer need not be costed
+                wg += self.w_dense * (dense_run + plain_run)
             dense_run = plain_run = 0
             if moe_layers is not None:  # collect mode: the parts are added by moe_plan
                 moe_layers.append((layer, self.recompute_moe and redo, True))
@@ -217,7 +237,8 @@ class _Builder:
                 b.extend(_moe_phase(fp, ops), ops=ops)
             b.extend(self.moe_base[1] if redo else self.moe_plain_bwd, ops=ops)
         self._dense(f, b, dense_run, plain_run, ops)
-        wg += self.w_dense * (dense_run + plain_run)
+        if dense_run + plain_run:  # none: the dense layer need not be costed
+            wg += self.w_dense * (dense_run + plain_run)
         moved = sum(layer < self.offload_layers for layer in self.shape.layer_ids(s, c))
         if moved and self.offload is not None:
             f.extend(self.offload[0], moved, ops), b.extend(self.offload[1], moved, ops)
@@ -263,7 +284,8 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
     """Cost ``w`` on ``topo``. ``ops=False``: ``phases`` carry totals but no op timelines
     (only the trace and the timeline read them). ``bound_only``: for the search's lower
     bound (phase times, optimizer, schedule), also skip the DP buckets (the engine input
-    then has none: do not replay it)."""
+    then has none: do not replay it) and, with per-micro-batch router draws, the MoE
+    chunks' phases, stage totals, EP breakdown and router imbalance."""
     ops = ops and not bound_only
     bld = _Builder(w, topo)
     p = w.parallelism
@@ -309,15 +331,16 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
                 totals[s]["compute"] += ph.compute * weight
                 for axis in ("tp", "cp", "ep"):
                     totals[s][axis] += ph.exposed.get(axis, 0.0) * weight
-    if pending:
-        add_moe_parts(bld.moe, pending, (fwd, bwd, wgrad, fwd_ep, bwd_ep), totals, ep_totals,
-                      None if ops else phases)
+    if pending:  # the bound reads the tables only: no totals, breakdown or phases then
+        add_moe_parts(bld.moe, pending, (fwd, bwd, wgrad, fwd_ep, bwd_ep),
+                      None if bound_only else totals, ep_totals,
+                      None if ops or bound_only else phases)
     params = list(bld.shape.params)
     notes = [bld.part.note] if "even split" not in bld.part.note else []
     imbalance = {}
     if bld.ctx.attention is not None:
         imbalance["cp"] = bld.ctx.attention(None, False).imbalance
-    if bld.moe is not None:
+    if bld.moe is not None and not bound_only:
         imbalance.update(_moe_imbalance(bld.moe))
     return Plan(workload=w, topo=topo, partition=bld.part, groups=bld.groups, phases=phases,
                 engine_input=_engine_input(w, topo, bld, schedule,
