@@ -17,11 +17,15 @@ import statistics
 import time
 
 from simulator.api import resolve, simulate_resolved
+from simulator.workload.moe_layer import clear_moe_caches
 
 PAIR = ("deepseek-v3", "llama3-405b")
 
 
 def _cpu(w, t) -> float:
+    """CPU seconds of one simulation, its MoE router tables drawn afresh (as a new
+    configuration's would be; a process keeps them for searches)."""
+    clear_moe_caches()
     t0 = time.process_time()
     simulate_resolved(w, t)
     return time.process_time() - t0

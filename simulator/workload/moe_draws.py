@@ -184,3 +184,8 @@ def table_bytes(table: DrawTable) -> int:
 
 CACHE_BYTES = 128 << 20  # draw tables kept per process (Mixtral 8x7B's largest: ~1 MB)
 _TABLES = ByteLRU(CACHE_BYTES)
+
+
+def clear_draw_tables() -> None:
+    """Forget the drawn tables kept in this process (and the volumes kept per table)."""
+    _TABLES.clear()

@@ -46,7 +46,7 @@ from ..moe import RouterLoads
 from ..moe.batch import LoadRows
 from .cost import Phase
 from .moe_dispatch import Dispatcher
-from .moe_draws import ByteLRU, DrawTable, draw_table
+from .moe_draws import ByteLRU, DrawTable, clear_draw_tables, draw_table
 from .moe_host import BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes, launch_counts
 
 
@@ -320,6 +320,14 @@ class MoECost:
 # [11, K] stacks and 2 x 11 fields of K draws, some broadcast: 8 bytes x 48 per draw bounds it
 COST_BYTES_PER_DRAW = 8 * 48
 _COSTS = ByteLRU(128 << 20)
+
+
+def clear_moe_caches() -> None:
+    """Forget every kept draw table and per-draw cost of this process, so that the next
+    plan draws and prices afresh (benchmarks time a first simulation this way; the
+    results are the same either way)."""
+    _COSTS.clear()
+    clear_draw_tables()
 
 
 def _fields(size, duration, compute, exposed, dispatch, combine, experts, router, permute,
