@@ -4,7 +4,7 @@ With skewed or traced routing each (MoE layer, micro-batch) has its own router d
 (:mod:`.moe_draws`), so a chunk's phases differ per micro-batch. A phase time is a sum
 of op times: the chunk's other ops (dense layers, the attention and shared expert of
 its MoE layers, embedding, output, offload waits) are the same for every micro-batch
-and are costed once (:meth:`simulator.workload.plan._Builder.chunk` in collect mode);
+and are costed once (:meth:`simulator.workload.chunk_cost.ChunkCoster.chunk` in collect mode);
 the routed-expert parts (:class:`~.moe_layer.MoEPart`: dispatch, experts, combine, host
 stalls) add, per micro-batch, the sum over the chunk's MoE layers of the parts of their
 draws. A chunk's MoE layers are consecutive, and so are their rows of the draw table
