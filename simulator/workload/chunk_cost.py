@@ -31,7 +31,8 @@ from ..moe import is_moe_layer
 from .context import make_attention
 from .cost import CostContext, Phase, TimedOp, cost_ops
 from .layout import group_layout
-from .moe_layer import MoECost, MoEPart
+from .moe_layer import MoECost
+from .moe_part import MoEPart, moe_phase
 from .ops import (
     Op,
     backward_of,
@@ -251,16 +252,3 @@ class ChunkCoster:
             else:
                 f.extend(self.dense[0], ops=ops), b.extend(self.dense[1], ops=ops)
             f.extend(self.output[0], ops=ops), b.extend(self.output[1], ops=ops)
-
-
-def moe_phase(part: MoEPart, ops: bool) -> Phase:
-    """One MoE part as a phase: its seconds, exposed EP, and (``ops``) a dispatch /
-    experts / combine timeline."""
-    ph = Phase(duration=part.duration, compute=part.compute,
-               exposed={"tp": 0.0, "cp": 0.0, "ep": part.exposed_ep})
-    if ops:
-        ph.ops = [TimedOp("ep_dispatch", "ep", 0.0, part.dispatch, 0.0, 0.0),
-                  TimedOp("experts", "compute", part.dispatch, part.experts, 0.0, 0.0),
-                  TimedOp("ep_combine", "ep", part.dispatch + part.compute, part.combine,
-                          0.0, 0.0)]
-    return ph

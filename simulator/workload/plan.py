@@ -21,7 +21,8 @@ from ..engine import EngineInput
 from ..hardware import Placement, Topology
 from .chunk_cost import ChunkCoster
 from .cost import Phase
-from .moe_layer import MoECost, add_ep_breakdown
+from .moe_layer import MoECost
+from .moe_part import add_ep_breakdown
 from .moe_plan import ChunkBase, add_moe_parts
 from .params import StageParams
 from .partition import Partition
