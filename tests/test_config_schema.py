@@ -55,7 +55,7 @@ def mirror(cls: type[Schema]) -> type[BaseModel]:
     if cls not in _MIRRORS:
         fields = {}
         for name, info in cls.model_fields.items():
-            spec = cls._specs[name]
+            spec = info.spec
             kw = {k: getattr(spec, k) for k in ("min_length", "max_length")
                   if getattr(spec, k) is not None}
             if spec.default_factory is not None:

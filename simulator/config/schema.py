@@ -65,20 +65,22 @@ class Field:
 
 
 class FieldInfo:
-    """One field as :attr:`Schema.model_fields` lists it (``annotation``: the type without
-    its bounds; ``default``: ``PydanticUndefined`` when required or made by a factory)."""
+    """One field as :attr:`Schema.model_fields` lists it: ``hint`` as declared (bounds
+    included), ``annotation`` without its bounds, and the declaration's :class:`Field`."""
 
-    __slots__ = ("annotation", "default", "default_factory", "hint", "max_length",
-                 "min_length")
+    __slots__ = ("annotation", "hint", "spec")
 
     def __init__(self, hint: Any, spec: Field) -> None:
-        self.hint = hint  # as declared, bounds included
+        self.hint, self.spec = hint, spec
         self.annotation = get_args(hint)[0] if get_origin(hint) is Annotated else hint
-        self.default, self.default_factory = spec.default, spec.default_factory
-        self.min_length, self.max_length = spec.min_length, spec.max_length
+
+    @property
+    def default(self) -> Any:
+        """The default value (``PydanticUndefined`` when required or made by a factory)."""
+        return self.spec.default
 
     def is_required(self) -> bool:
-        return self.default is PydanticUndefined and self.default_factory is None
+        return self.spec.default is PydanticUndefined and self.spec.default_factory is None
 
     def __repr__(self) -> str:
         return f"FieldInfo(annotation={self.annotation!r}, required={self.is_required()})"
@@ -169,7 +171,7 @@ class Schema:
         if cls._schema is None:
             fields = {}
             for name, info in cls._fields().items():
-                spec = cls._specs[name]
+                spec = info.spec
                 inner = _type_schema(info.hint, spec)
                 if spec.default_factory is not None:
                     inner = core_schema.with_default_schema(
