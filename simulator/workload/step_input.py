@@ -2,8 +2,9 @@
 
 Per pipeline stage:
 
-* **p2p**: one activation send per micro-batch between neighbouring stages,
-  ``T/tp x h`` elements (sequence parallelism sends the TP shard), over the PP group;
+* **p2p**: one activation send per micro-batch between neighbouring stages over
+  the PP group, ``Tn x h`` elements (``Tn = T/tp`` with sequence parallelism, which
+  sends the TP shard, else ``T``);
 * **DP gradient buckets** of each model chunk, released as the chunk's last backward
   ends: Megatron-Core DDP buckets of ``max(40e6, 1e6 * dp)`` parameters, each
   reduce-scattered (distributed optimizer) or all-reduced, dense parameters over
