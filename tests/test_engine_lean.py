@@ -6,7 +6,7 @@ must give the step time and every per-stage statistic equal as floats to the rep
 keeps its records (engine/replay.py, itself equal to SimPy: tests/test_engine_replay.py),
 and count as many records. Fused F&B pairs (DualPipe) and deadlocks are left to
 engine/replay.py. Also: the plan's MoE sums per chunk (workload/moe_plan.py) and its
-chunks costed once per kind (workload/plan.py ``collect``) against their references.
+chunks costed once per kind (workload/chunk_cost.py ``collect``) against their references.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from simulator.errors import ConfigError
 from simulator.hardware import Topology
 from simulator.schedules import SCHEDULES, Step
 from simulator.workload import moe_plan
-from simulator.workload.plan import _Builder, build_plan
+from simulator.workload.chunk_cost import ChunkCoster
+from simulator.workload.plan import build_plan
 
 
 @pytest.fixture
@@ -121,7 +122,7 @@ def test_order_runs_every_step_once_after_its_input():
 
 def _pending(w, t):
     """The plan's MoE chunks (collect mode), as build_plan hands them to add_moe_parts."""
-    bld = _Builder(w, Topology.from_config(t))
+    bld = ChunkCoster(w, Topology.from_config(t))
     shape, out = bld.shape, []
     for s in range(w.parallelism.pipeline):
         for c in range(shape.chunks):

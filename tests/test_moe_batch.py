@@ -33,9 +33,10 @@ from simulator.moe.sampling import (
 )
 from simulator.report.expert_load import expert_loads
 from simulator.workload import moe_draws
+from simulator.workload.chunk_cost import ChunkCoster
 from simulator.workload.moe_dispatch import deepep_tokens
-from simulator.workload.moe_layer import PART_FIELDS, add_ep_breakdown
-from simulator.workload.plan import _Builder, build_plan
+from simulator.workload.moe_part import PART_FIELDS, add_ep_breakdown
+from simulator.workload.plan import build_plan
 from simulator.workload.shape import microbatch_runs
 
 SMALL = {"parallelism.pipeline": 2, "parallelism.data": 4, "parallelism.tensor": 1,
@@ -51,10 +52,10 @@ DSV3_SMALL = {"model.num_layers": 4, "model.moe.first_k_dense": 1, "parallelism.
 
 
 def _builder(extra: dict | None = None, topo: str = "dgx-h100",
-             workload: str = "mixtral-8x7b") -> _Builder:
+             workload: str = "mixtral-8x7b") -> ChunkCoster:
     base = SMALL if workload == "mixtral-8x7b" else DSV3_SMALL
     w, t = resolve(workload, topo, {**base, **(extra or {})})
-    return _Builder(w, Topology.from_config(t))
+    return ChunkCoster(w, Topology.from_config(t))
 
 
 @pytest.mark.parametrize("tokens, experts, topk, skew", [

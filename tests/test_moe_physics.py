@@ -19,10 +19,10 @@ from simulator.config.workload import MoEConfig, Workload
 from simulator.errors import ConfigError
 from simulator.hardware import Topology
 from simulator.moe import alltoall_bytes, rng_for, route
+from simulator.workload.chunk_cost import ChunkCoster
 from simulator.workload.layout import group_layout
 from simulator.workload.model_params import model_params
 from simulator.workload.moe_host import BACKWARD_FACTOR
-from simulator.workload.plan import _Builder
 
 H100 = Topology.from_config(load_topology("dgx-h100"))
 
@@ -81,7 +81,7 @@ def test_alltoall_volume_flat_and_node_limited_closed_form():
 
 def test_permute_bytes_closed_form():
     w = Workload.model_validate(_tiny_moe())
-    bld = _Builder(w, H100)
+    bld = ChunkCoster(w, H100)
     router, permute = bld.moe._local()
     T, k, h = bld.moe.tokens, 8, 1024
     assert permute == pytest.approx(2 * memory_time((1 + k) * T * h * 2, H100.gpu))
@@ -106,7 +106,7 @@ def test_more_overlap_never_slower(flag):
 def test_host_bound_layer_never_faster_than_its_launches():
     w = Workload.model_validate(_tiny_moe())
     topo = Topology.from_config(load_topology("dgx-h100", {"gpu.host_launch_us": 500.0}))
-    bld = _Builder(w, topo)
+    bld = ChunkCoster(w, topo)
     n = bld.moe.launches
     fwd_launch = (n.attention + n.router + n.preprocess + n.dispatch_combine + n.experts + 2)
     launch = topo.gpu.host_launch_s * fwd_launch
@@ -191,7 +191,7 @@ def test_bad_input_one_line_config_errors():
 
 def test_uniform_routing_costs_once_and_matches_per_layer_draws():
     w = Workload.model_validate(_tiny_moe())
-    bld = _Builder(w, H100)
+    bld = ChunkCoster(w, H100)
     a = bld.moe.part(0, 0, False)
     loads = bld.moe.route(3, 5)
     assert np.array_equal(loads.kept_tokens, a.loads.kept_tokens)

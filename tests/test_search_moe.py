@@ -2,7 +2,7 @@
 
 The search shares router-draw tables between plans (workload/moe_draws.py) and, per
 table, the all-to-all volumes (workload/moe_dispatch.py) and the per-draw costs of plans
-priced alike (workload/moe_layer.py); its bound-only plans skip what
+priced alike (workload/moe_costs.py); its bound-only plans skip what
 the bound does not read (workload/plan.py). None of that may change a number: the search
 with every plan drawing afresh (the slow path) must give the same result, and every
 fitting plan's bound must stay at or below its simulated step (brute force).

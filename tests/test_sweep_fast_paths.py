@@ -24,9 +24,10 @@ from simulator.config import load_topology
 from simulator.hardware import Topology, _from_config
 from simulator.sweep.resolve import Documents, config_key, flat, resolve_point
 from simulator.sweep.spec import Point
+from simulator.workload.chunk_cost import ChunkCoster
 from simulator.workload.cost import _cost_ops, cost_ops
 from simulator.workload.ops import backward_of, layer_forward
-from simulator.workload.plan import _Builder, build_plan
+from simulator.workload.plan import build_plan
 
 PLANS = [
     ("llama3-70b", {"parallelism.tensor": 4, "parallelism.pipeline": 8,
@@ -115,7 +116,7 @@ def test_remembered_collective_times_are_the_computed_ones():
 def test_alike_chunks_costed_once_give_the_same_plan(name, overrides, monkeypatch):
     w, t = resolve(name, "dgx-h100", overrides)
     plan = build_plan(w, Topology.from_config(t))
-    monkeypatch.setattr(_Builder, "chunk_kind", lambda self, s, c: None)  # cost every chunk
+    monkeypatch.setattr(ChunkCoster, "chunk_kind", lambda self, s, c: None)  # cost every chunk
     plain = build_plan(w, _from_config(t))  # and a fresh memo
     assert plan.totals == plain.totals and plan.phases.keys() == plain.phases.keys()
     for key, ph in plan.phases.items():
@@ -137,7 +138,7 @@ def test_result_dict_is_asdicts(name, overrides):
 def test_remembered_layer_costs_are_the_computed_ones_and_private_copies():
     w, t = resolve("llama3-70b", "dgx-h100", PLANS[0][1])
     topo = Topology.from_config(t)
-    ctx = _Builder(w, topo).ctx
+    ctx = ChunkCoster(w, topo).ctx
     fwd = layer_forward(w)
     for ops in (fwd, backward_of(fwd)):
         first, plain = cost_ops(ops, ctx), _cost_ops(ops, ctx)

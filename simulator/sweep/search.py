@@ -15,10 +15,10 @@ Cheapest filters first; each step's toll is counted in ``SearchResult.counts``:
    copies of its parameters), so the fit is decided per (shape, schedule);
 4. every plan left gets a lower bound on its step time from its costed phases
    (:mod:`.search_tasks`, no event simulation);
-5. branch and bound: plans are simulated in order of their bound, in batches;
-   once the next bound exceeds the K-th best simulated step, no plan left can
-   enter the top K, and the rest are ``pruned_by_bound``. The top K is then
-   exactly what simulating every fitting plan would give;
+5. branch and bound (:mod:`.branch_bound`): plans are simulated in order of
+   their bound, in batches; once the next bound exceeds the K-th best simulated
+   step, no plan left can enter the top K, and the rest are ``pruned_by_bound``.
+   The top K is then exactly what simulating every fitting plan would give;
 6. a hard cap on simulations (``max_simulations``) stops a runaway search;
    ``exhaustive`` is then False and says the ranking covers only what ran.
 
@@ -33,7 +33,6 @@ lightest recompute that fits.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from ..config.loader import apply_overrides, validate_model
 from ..errors import ConfigError
 from ..hardware import usable_hbm_bytes
 from ..workload.validate import check_plan
+from .branch_bound import Fit, branch_and_bound, rank_fits
 from .candidates import (
     NO_PIPELINE,
     RECOMPUTE,
@@ -57,8 +57,7 @@ from .candidates import (
 from .executors import Executor
 from .explain import why
 from .progress import Progress
-from .resolve import Documents, config_key
-from .runner import simulate_keys
+from .resolve import Documents
 from .search_tasks import draw_group, fit_and_bound, fit_and_bound_group
 from .store import ResultStore
 
@@ -67,19 +66,6 @@ if TYPE_CHECKING:
 
 MAX_SHAPES = 200_000
 PLAN_COLUMNS = ("tp", "pp", "vp", "cp", "ep", "dp", "mbs", "recompute", "sp", "schedule")
-
-
-@dataclass
-class Fit:
-    """A shape with the lightest recompute that fits, its memory and step bound."""
-
-    order: int
-    shape: Shape
-    workload: Workload
-    recompute: str
-    memory_GB: float
-    bound_s: float
-    outcome: dict[str, Any] | None = None
 
 
 @dataclass
@@ -162,53 +148,6 @@ def _map_grouped(items: list[tuple[Workload, TopologyConfig]], ex: Executor
     idx = sorted(groups.values(), key=len, reverse=True)  # largest first: no long tail
     for g, res in ex.map(fit_and_bound_group, [[items[i] for i in ix] for ix in idx]):
         yield idx[g], res
-
-
-def _simulate(batch: list[Fit], t: TopologyConfig, ex: Executor, store: ResultStore | None,
-              progress: Progress | None) -> None:
-    keys = [config_key(f.workload, t) for f in batch]
-    outcomes, _ = simulate_keys({k: (f.workload, t) for k, f in zip(keys, batch, strict=True)},
-                                ex, store, progress)
-    for k, f in zip(keys, batch, strict=True):
-        f.outcome = {**json.loads(outcomes[k]), "config_key": k}
-
-
-def _ranked(fits: list[Fit]) -> list[Fit]:
-    done = [f for f in fits if f.outcome is not None and f.outcome["status"] == "ok"
-            and f.outcome["fits_in_memory"]]
-    return sorted(done, key=lambda f: (-f.outcome["tokens_per_s"], f.order))
-
-
-def _branch_and_bound(fits: list[Fit], forced: list[Fit], top: int, cap: int, t, ex, store,
-                      progress: Progress | None) -> tuple[int, int]:
-    """Simulate in bound order until no plan left can enter the top.
-
-    Returns (pruned by the bound, left unsimulated by the cap although they could
-    have entered the top).
-    """
-    _simulate(forced[:cap], t, ex, store, progress)
-    order = sorted(fits, key=lambda f: (f.bound_s, f.order))
-    batch_size = max(8, 2 * ex.workers)
-    pos, simulated = 0, sum(f.outcome is not None for f in fits)
-    while pos < len(order) and simulated < cap:
-        ranked = _ranked(fits)
-        kth = ranked[top - 1].outcome["step_time_s"] if len(ranked) >= top else float("inf")
-        batch: list[Fit] = []
-        while pos < len(order) and len(batch) < min(batch_size, cap - simulated):
-            if order[pos].bound_s > kth:
-                break
-            if order[pos].outcome is None:
-                batch.append(order[pos])
-            pos += 1
-        if not batch:
-            break
-        _simulate(batch, t, ex, store, progress)
-        simulated += len(batch)
-    left = [f for f in order[pos:] if f.outcome is None]
-    ranked = _ranked(fits)
-    kth = ranked[top - 1].outcome["step_time_s"] if len(ranked) >= top else float("inf")
-    capped = sum(f.bound_s <= kth for f in left)
-    return len(left) - capped, capped
 
 
 def row_to_overrides(row: dict[str, Any]) -> dict[str, Any]:
@@ -311,12 +250,12 @@ def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
     named = baseline_shapes(w, t, gpus)
     forced = [by_shape[s] for s in named.values() if s in by_shape]
     with Progress(min(len(fits), max_simulations), "simulating", enabled=progress) as bar:
-        pruned, capped = _branch_and_bound(fits, forced, top, max_simulations, t, ex, store,
+        pruned, capped = branch_and_bound(fits, forced, top, max_simulations, t, ex, store,
                                            bar)
         bar.total = bar.done
     counts["pruned_by_bound"], counts["not_simulated_cap"] = pruned, capped
     counts["simulated"] = sum(f.outcome is not None for f in fits)
-    ranked = _ranked(fits)
+    ranked = rank_fits(fits)
     rows = [_row(i + 1, f) for i, f in enumerate(ranked[:top])]
     for i, row in enumerate(rows):
         nxt = ranked[i + 1] if i + 1 < len(ranked) else None

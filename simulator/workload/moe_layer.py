@@ -30,12 +30,12 @@ Host launch-boundedness and the dropless sync: :mod:`.moe_host`.
 
 Router draws (:mod:`.moe_draws`): one pool per step from ``training.seed``, each
 (layer, micro-batch) pair using one draw; reproducible, and a different seed changes
-only these draws. Costs are computed for the whole pool at once (numpy over draws).
+only these draws. Costs are computed for the whole pool at once (numpy over draws),
+as :class:`~.moe_part.MoEPart` fields, and kept across the plans that share the
+draws (:mod:`.moe_costs`).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -45,31 +45,11 @@ from ..hardware import Placement, Topology
 from ..moe import RouterLoads
 from ..moe.batch import LoadRows
 from .cost import Phase
+from .moe_costs import cost_slot
 from .moe_dispatch import Dispatcher
-from .moe_draws import ByteLRU, DrawTable, clear_draw_tables, draw_table
+from .moe_draws import DrawTable, draw_table
 from .moe_host import BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes, launch_counts
-
-
-@dataclass(frozen=True, eq=False)  # holds RouterLoads: no value equality or hash
-class MoEPart:
-    """Seconds of one MoE block on the critical EP rank (beyond the layer's base ops)."""
-
-    duration: float
-    compute: float
-    exposed_ep: float
-    dispatch: float
-    combine: float
-    experts: float
-    loads: RouterLoads
-    permute: float = 0.0
-    router: float = 0.0
-    hidden_ep: float = 0.0
-    host_stall: float = 0.0
-    host: float = 0.0
-
-
-PART_FIELDS = ("duration", "compute", "exposed_ep", "dispatch", "combine", "experts", "permute",
-               "router", "hidden_ep", "host_stall", "host")
+from .moe_part import PART_FIELDS, MoEPart, part_fields
 
 
 def source_tokens(w: Workload, T: float) -> int:
@@ -123,21 +103,13 @@ class MoECost:
 
     @property
     def _cache(self) -> dict:
-        """Where the pool's costs are kept. A shared (read-only) draw table keeps them for
-        every MoECost that reads it with the same cost inputs (:meth:`_cost_key`): a search
-        prices a table once per placement and layer shape, not once per plan (the plans
-        that differ only in VP, schedule or recompute). Else this object's own."""
+        """Where the pool's costs are kept: for a shared (read-only) draw table, a slot
+        shared by every MoECost that reads it with the same cost inputs
+        (:func:`.moe_costs.cost_slot`); else this object's own."""
         if self._slot is None:
             rows = self.table.rows
-            if rows.kept_tokens.flags.writeable:
-                self._slot = {}
-            else:
-                key = (id(rows), *self._cost_key())
-                hit = _COSTS.get(key)
-                if hit is None:  # the slot holds the table and topology: their ids stay theirs
-                    hit = {"_held": (rows, self.topo)}
-                    _COSTS.put(key, hit, COST_BYTES_PER_DRAW * len(rows))
-                self._slot = hit
+            self._slot = ({} if rows.kept_tokens.flags.writeable
+                          else cost_slot(rows, self.topo, self._cost_key()))
         return self._slot
 
     def _cost_key(self) -> tuple:
@@ -309,35 +281,11 @@ class MoECost:
                            self.synced)
         bwd = backward_cost(base_b + comp_b + exp_b, BACKWARD_FACTOR * (host_a + host_b))
         size = len(rows)
-        return (_fields(size, fwd.duration - base_f, comp_f, exp_f, d_f, c_f, experts, router,
-                        permute, fwd.stall, fwd.host),
-                _fields(size, bwd.duration - base_b, comp_b, exp_b, d_b, c_b,
-                        BACKWARD_FACTOR * experts, BACKWARD_FACTOR * router,
-                        BACKWARD_FACTOR * permute, bwd.stall, bwd.host))
-
-
-# cost slots by (shared draw table, :meth:`MoECost._cost_key`); a slot holds at most two
-# [11, K] stacks and 2 x 11 fields of K draws, some broadcast: 8 bytes x 48 per draw bounds it
-COST_BYTES_PER_DRAW = 8 * 48
-_COSTS = ByteLRU(128 << 20)
-
-
-def clear_moe_caches() -> None:
-    """Forget every kept draw table and per-draw cost of this process, so that the next
-    plan draws and prices afresh (benchmarks time a first simulation this way; the
-    results are the same either way)."""
-    _COSTS.clear()
-    clear_draw_tables()
-
-
-def _fields(size, duration, compute, exposed, dispatch, combine, experts, router, permute,
-            stall, host) -> dict[str, np.ndarray]:
-    """:class:`MoEPart` fields as arrays ``[size]`` (scalars broadcast)."""
-    vals = {"duration": duration, "compute": compute, "exposed_ep": exposed,
-            "dispatch": dispatch, "combine": combine, "experts": experts, "permute": permute,
-            "router": router, "hidden_ep": np.maximum(0.0, dispatch + combine - exposed),
-            "host_stall": stall, "host": host}
-    return {k: np.broadcast_to(np.asarray(v, dtype=float), (size,)) for k, v in vals.items()}
+        return (part_fields(size, fwd.duration - base_f, comp_f, exp_f, d_f, c_f, experts,
+                            router, permute, fwd.stall, fwd.host),
+                part_fields(size, bwd.duration - base_b, comp_b, exp_b, d_b, c_b,
+                            BACKWARD_FACTOR * experts, BACKWARD_FACTOR * router,
+                            BACKWARD_FACTOR * permute, bwd.stall, bwd.host))
 
 
 def _exposed(comm: float, hiding: float, kappa: float) -> float:
@@ -349,19 +297,3 @@ def _exposed(comm: float, hiding: float, kappa: float) -> float:
 def _router_gemm(tokens: float, experts: int, h: int, gpu) -> float:
     eff = gemm_efficiency(tokens, experts, h, gpu, "bf16")
     return 2.0 * tokens * experts * h / (gpu.peak("bf16") * eff) + gpu.kernel_overhead_s
-
-
-EP_KEYS = ("dispatch", "combine", "permute", "router", "expert_gemm", "exposed", "hidden",
-           "host_stall")
-
-
-def ep_values(part: MoEPart) -> tuple:
-    """A part's fields in :data:`EP_KEYS` order (floats, or arrays over micro-batches)."""
-    return (part.dispatch, part.combine, part.permute, part.router, part.experts,
-            part.exposed_ep, part.hidden_ep, part.host_stall)
-
-
-def add_ep_breakdown(acc: dict[str, float], part: MoEPart, weight: float = 1.0) -> None:
-    """Accumulate one MoE part into an ``ep_breakdown_s`` dict (seconds, :data:`EP_KEYS`)."""
-    for k, v in zip(EP_KEYS, ep_values(part), strict=True):
-        acc[k] = acc.get(k, 0.0) + v * weight

@@ -4,8 +4,8 @@ With skewed or traced routing each (MoE layer, micro-batch) has its own router d
 (:mod:`.moe_draws`), so a chunk's phases differ per micro-batch. A phase time is a sum
 of op times: the chunk's other ops (dense layers, the attention and shared expert of
 its MoE layers, embedding, output, offload waits) are the same for every micro-batch
-and are costed once (:meth:`simulator.workload.plan._Builder.chunk` in collect mode);
-the routed-expert parts (:class:`~.moe_layer.MoEPart`: dispatch, experts, combine, host
+and are costed once (:meth:`simulator.workload.chunk_cost.ChunkCoster.chunk` in collect mode);
+the routed-expert parts (:class:`~.moe_part.MoEPart`: dispatch, experts, combine, host
 stalls) add, per micro-batch, the sum over the chunk's MoE layers of the parts of their
 draws. A chunk's MoE layers are consecutive, and so are their rows of the draw table
 (MoE layers in order, MTP last). The sums go slot by slot: slot ``k`` of every chunk
@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cost import Phase
-from .moe_layer import EP_KEYS, PART_FIELDS, MoECost
+from .moe_layer import MoECost
+from .moe_part import EP_KEYS, PART_FIELDS
 
 _FIELD = {k: i for i, k in enumerate(PART_FIELDS)}
 _EP_FIELDS = [_FIELD[k] for k in ("dispatch", "combine", "permute", "router", "experts",

@@ -1,0 +1,115 @@
+"""The step around the pipeline: what the engine needs besides the phase tables.
+
+Per pipeline stage:
+
+* **p2p**: one activation send per micro-batch between neighbouring stages over
+  the PP group, ``Tn x h`` elements (``Tn = T/tp`` with sequence parallelism, which
+  sends the TP shard, else ``T``);
+* **DP gradient buckets** of each model chunk, released as the chunk's last backward
+  ends: Megatron-Core DDP buckets of ``max(40e6, 1e6 * dp)`` parameters, each
+  reduce-scattered (distributed optimizer) or all-reduced, dense parameters over
+  ``DP*CP`` and expert parameters over expert-DP, in fp32 unless
+  ``grad_reduce_in_fp32`` is off; with two model copies (DualPipe) a chunk's gradient
+  is first summed with its twin's on stage ``p-1-s``;
+* **optimizer step** on the stage's shard of parameters
+  (:func:`simulator.compute.optimizer_time`);
+* **parameter all-gather** of the distributed optimizer, in the dtype the model holds
+  its weights (:func:`simulator.memory.states.weight_bytes`).
+
+Seconds and bytes, via :func:`simulator.collectives.collective_time`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..collectives import collective_time
+from ..compute import BYTES, optimizer_time
+from ..config.workload import Workload
+from ..engine import EngineInput
+from ..hardware import Placement, Topology
+from ..memory.states import weight_bytes
+from .layout import strides
+from .ops import dims
+from .params import StageParams
+from .shape import PlanShape
+
+GRAD_BYTES = 4  # fp32 gradient reduction (Megatron's default for bf16 training)
+
+
+def buckets_of(params: float, dp: int, group: Placement, topo: Topology, dist_opt: bool,
+             grad_bytes: float = GRAD_BYTES) -> list[tuple[float, float]]:
+    """(seconds, bytes) of each DDP bucket of a chunk holding ``params`` elements.
+
+    Megatron-Core DDP buckets hold ``max(40e6, 1e6 * dp)`` parameters; each is
+    reduce-scattered (distributed optimizer) or all-reduced, in fp32 unless
+    ``grad_reduce_in_fp32`` is off (then bf16, ``grad_bytes`` = 2).
+    """
+    if group.size <= 1 or params <= 0:
+        return []
+    size = max(40e6, 1e6 * dp)
+    n = max(1, math.ceil(params / size))
+    op = "reduce_scatter" if dist_opt else "all_reduce"
+    nbytes = params / n * grad_bytes
+    return [(collective_time(op, nbytes, group, topo), nbytes)] * n
+
+
+def engine_input(w: Workload, topo: Topology, shape: PlanShape, groups: dict[str, Placement],
+                 schedule, tables, params: list[StageParams], with_buckets: bool = True
+                 ) -> EngineInput:
+    """The engine's input: the phase ``tables`` (fwd, bwd, W, forward / backward exposed
+    EP, ``[stage, chunk, micro-batch]`` seconds) with the ``schedule``'s steps, and per
+    stage the p2p send, the DP gradient buckets of each chunk (none without
+    ``with_buckets``), the optimizer step and the parameter all-gather."""
+    p, tr = w.parallelism, w.training
+    fwd, bwd, wgrad, fwd_ep, bwd_ep = tables
+    sched = shape.schedule
+    g = groups
+    x = dims(w)
+    P, V = p.pipeline, shape.chunks
+    act = x.Tn * x.h * x.e  # SP sends the sequence-parallel shard between stages
+    p2p = collective_time("send_recv", act, g["pp"], topo) if P > 1 else 0.0
+    dense_shard, edp = shape.dense_shard, shape.expert_shard
+    buckets, sizes, opt, ag, ag_bytes = [], [], [], [], []
+    grad_bytes = GRAD_BYTES if tr.grad_reduce_in_fp32 else BYTES["bf16"]
+    # The distributed optimizer all-gathers the weights in the dtype the model holds them:
+    # FP8 with fp8_param_gather (Megatron-Core: the TE weights are Float8Tensors and the
+    # gather moves their 1-byte data), bf16 otherwise.
+    wbytes = weight_bytes(tr)
+    # Two model copies (DualPipe): each chunk's gradient is first summed with its twin's on
+    # stage p-1-s, an all-reduce of two ranks placed as the farthest pipeline pair.
+    twin = topo.place(2, strides(w)["pp"] * (P - 1)) \
+        if sched.param_copies(P, p.vp) > 1 and P > 1 else None
+    for s in range(P):
+        sp = params[s]
+        per_chunk = shape.partition.layers[s]
+        total_layers = max(1, sum(per_chunk))
+        row: list[list[tuple[float, float]]] = [] if with_buckets else [[] for _ in range(V)]
+        for c in range(V if with_buckets else 0):
+            share = per_chunk[c] / total_layers
+            pair = (sp.dense + sp.expert) * share * grad_bytes
+            row.append(([(collective_time("all_reduce", pair, twin, topo), pair)] if twin else [])
+                       + buckets_of(sp.dense * share, dense_shard, g["dp_cp"], topo,
+                                tr.distributed_optimizer, grad_bytes)
+                       + buckets_of(sp.expert * share, edp, g["edp"], topo,
+                                  tr.distributed_optimizer, grad_bytes))
+        buckets.append([[t for t, _ in chunk] for chunk in row])
+        sizes.append([[b for _, b in chunk] for chunk in row])
+        opt.append(optimizer_time(sp.dense / dense_shard + sp.expert / edp, topo.gpu))
+        gather = 0.0
+        if tr.distributed_optimizer:
+            gather = collective_time("all_gather", sp.dense * wbytes, g["dp_cp"], topo) \
+                + collective_time("all_gather", sp.expert * wbytes, g["edp"], topo)
+        ag.append(gather)
+        ag_bytes.append((sp.dense + sp.expert) * wbytes if gather else 0.0)
+    return EngineInput(
+        schedule=schedule, route=shape.route, post_validation=sched.post_validation,
+        wgrad=wgrad if sched.uses_w else None, fwd_ep=fwd_ep, bwd_ep=bwd_ep,
+        fwd=fwd, bwd=bwd, p2p=np.full(P, p2p), dp_buckets=buckets,
+        optimizer=np.array(opt), param_gather=np.array(ag),
+        overlap_grad_reduce=tr.overlap_grad_reduce,
+        overlap_param_gather=tr.overlap_param_gather,
+        overlap_slowdown=topo.gpu.comm_overlap_slowdown, p2p_bytes=act if P > 1 else 0.0,
+        dp_bucket_bytes=sizes, param_gather_bytes=np.array(ag_bytes))
