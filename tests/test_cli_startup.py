@@ -22,11 +22,16 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("pandas", "matplotlib", "dask", "distributed", "pyarrow")
 
 
+def _stdout(probe: str) -> str:
+    """What a fresh interpreter running ``probe`` prints."""
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          cwd=ROOT, check=True).stdout
+
+
 def _loaded_after(code: str) -> list[str]:
     probe = (f"import sys\n{code}\n"
              f"import json; print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         cwd=ROOT, check=True).stdout
+    out = _stdout(probe)
     return json.loads(out.splitlines()[-1])
 
 
@@ -39,8 +44,7 @@ def test_simpy_loads_with_the_event_loop_only():
              "from simulator.api import resolve, simulate_resolved\n"
              "simulate_resolved(*resolve('tiny', 'dgx-h100', {}, None), keep_records=True)\n"
              "print('simpy' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         cwd=ROOT, check=True).stdout
+    out = _stdout(probe)
     assert out.split() == ["False", "True"]
 
 
@@ -58,8 +62,7 @@ def test_cli_run_loads_neither_reliability_models_nor_difflib_nor_simpy():
              "assert main(['run', 'mixtral-8x7b', '-t', 'dgx-h100', '--format', 'json']) == 0\n"
              "print([m for m in ('simulator.reliability', 'difflib', 'simpy')"
              " if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         cwd=ROOT, check=True).stdout
+    out = _stdout(probe)
     assert out.splitlines()[-1] == "[]"
 
 
@@ -131,6 +134,5 @@ def test_cli_run_validates_without_pydantics_model_layer():
              "assert main(['run', 'mixtral-8x7b', '-t', 'gb200-nvl72', '--format', 'json']) == 0\n"
              "print(sorted(m for m in sys.modules if m == 'importlib.metadata'"
              " or m.split('.')[0] in ('pydantic', 'annotated_types')))")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         cwd=ROOT, check=True).stdout
+    out = _stdout(probe)
     assert out.splitlines()[-1] == "[]"
