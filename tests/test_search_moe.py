@@ -84,7 +84,9 @@ def test_draw_tables_are_shared_read_only_and_equal_to_a_fresh_draw():
     tokens = 2048
     a, b = draw_table(w, tokens, False), draw_table(w, tokens, False)
     assert a is b
-    fresh = moe_draws._new_table(w, tokens, False)
+    moe_draws.clear_draw_tables()
+    fresh = draw_table(w, tokens, False)
+    assert fresh is not a
     for x, y in ((a.entry, fresh.entry), (a.rows.kept_tokens, fresh.rows.kept_tokens),
                  (a.rows.expert_tokens, fresh.rows.expert_tokens),
                  (a.rows.balance_loss, fresh.rows.balance_loss)):

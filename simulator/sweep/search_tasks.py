@@ -146,9 +146,9 @@ def _fused_hiding(inp: EngineInput, s: int, steps: list) -> float:
 
 def draw_group(w: Workload) -> tuple:
     """Plans with one key read the same router draws (tokens routed per micro-batch over
-    the EP group, micro-batches; the rest of :func:`~simulator.workload.moe_draws.draw_key`
-    is the search's base workload): costed in one worker, they share its drawn tables and
-    their costs. Dense: ``()``."""
+    the EP group, micro-batches; the rest of the key of
+    :func:`~simulator.workload.moe_draws.draw_table` is the search's base workload): costed
+    in one worker, they share its drawn tables and their costs. Dense: ``()``."""
     if w.model.moe is None:
         return ()
     return source_tokens(w, dims(w).T) * w.parallelism.expert, w.num_microbatches

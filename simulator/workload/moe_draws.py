@@ -99,42 +99,41 @@ class DrawTable:
 def draw_table(w: Workload, tokens: int, deterministic: bool) -> DrawTable:
     """Draw the pool for ``w`` (``tokens`` routed per micro-batch and layer) and assign it.
 
-    The table is a function of :func:`draw_key` alone (the draws come from generators
+    The table is a function of its key alone: the root seed and stream key, the MoE block
+    (router, balancing, capacity, layer pattern, trace path), the MoE layers, the
+    micro-batches, the tokens and the pool size (the draws come from generators
     seeded by ``training.seed``), so tables are kept (read-only) and handed out again
     for an equal key: a plan search costs thousands of plans that differ only in ways
     the draws do not see (Mixtral 8x7B on 64 GPUs: 5,293 plans, 60 keys).
     """
-    key = draw_key(w, tokens, deterministic)
+    layers, k = _pool(w, tokens, deterministic)
+    key = (w.training.seed, POOL_KEY, w.model.moe.model_dump_json(), layers,
+           w.num_microbatches, int(tokens), bool(deterministic), k)
     table = _TABLES.get(key)
     if table is None:
-        table = _new_table(w, tokens, deterministic)
+        table = _new_table(w, tokens, layers, k)
         _TABLES.put(key, table, table_bytes(table))
     return table
 
 
-def draw_key(w: Workload, tokens: int, deterministic: bool) -> tuple:
-    """Everything :func:`draw_table` reads: the root seed and stream key, the MoE block
-    (router, balancing, capacity, layer pattern, trace path), the MoE layers, the
-    micro-batches, the tokens and the pool size (which reads :data:`MIN_POOL` and
-    :data:`NOISE_TOL`: a study that changes them gets its own tables)."""
+def _pool(w: Workload, tokens: int, deterministic: bool) -> tuple[tuple[int, ...], int]:
+    """The MoE layers and the pool size (1 when deterministic; it reads :data:`MIN_POOL`
+    and :data:`NOISE_TOL`, so a study that changes them keys its own tables)."""
     moe = w.model.moe
     assert moe is not None
     layers = tuple(moe_layers(w))
     pairs = len(layers) * w.num_microbatches
-    k = 1 if deterministic else pool_size(moe, tokens, pairs)
-    return (w.training.seed, POOL_KEY, moe.model_dump_json(), layers, w.num_microbatches,
-            int(tokens), bool(deterministic), k)
+    return layers, 1 if deterministic else pool_size(moe, tokens, pairs)
 
 
-def _new_table(w: Workload, tokens: int, deterministic: bool) -> DrawTable:
+def _new_table(w: Workload, tokens: int, layers: tuple[int, ...], k: int) -> DrawTable:
+    """The table of the MoE ``layers`` with a pool of ``k`` draws (1: deterministic)."""
     moe = w.model.moe
     assert moe is not None
-    layers = moe_layers(w)
     shape = (len(layers), w.num_microbatches)
     pairs = shape[0] * shape[1]
     rng = rng_for(w.training.seed, POOL_KEY)
-    k = 1 if deterministic else pool_size(moe, tokens, pairs)
-    if deterministic:
+    if k == 1:
         entry = np.zeros(shape, dtype=np.int64)
     elif k == pairs:
         entry = np.arange(pairs, dtype=np.int64).reshape(shape)
