@@ -84,6 +84,19 @@ def test_tree_hand_computed():
     assert collective_time("all_reduce", S, place, TOY, "tree") == pytest.approx(expected)
 
 
+def test_a_group_that_fills_one_domain_and_part_of_another_may_use_the_tree():
+    # 12 contiguous ranks on 8-GPU nodes touch two nodes (as 128 ranks touch two NVL72
+    # racks): the inter-node tree and the two-level algorithm apply, and for a small
+    # buffer either beats the ring's 2(n-1) = 22 latency steps of 5 us.
+    place = TOY.place(12)
+    assert place.domains == 2
+    assert available_algorithms("all_reduce", place, TOY) == ["ring", "tree", "hierarchical"]
+    tree = 2 * 4096 / (80 * GB) + 2 * 4 * (5 * US)
+    assert collective_time("all_reduce", 4096, place, TOY, "tree") == pytest.approx(tree)
+    ring = collective_time("all_reduce", 4096, place, TOY, "ring")
+    assert ring > 22 * 5 * US > tree >= collective_time("all_reduce", 4096, place, TOY)
+
+
 def test_send_recv_uses_one_link_of_the_crossed_tier():
     intra = TOY.place(2, 1)
     inter = TOY.place(2, 8)
