@@ -1,12 +1,12 @@
 """Scale growth of weakly scaled dense jobs: the variability model against measurement.
 
 Each group of validation/dense_step_time*.yaml that runs one model and plan at several GPU
-counts with fixed work per GPU is a *scale group*; its measured step grows by +1 to +10 %
-from the smallest to the largest scale. Constants are fitted leave-one-group-out
-(simulator.reliability.scale_fit) and each group's held-out growth must be within 2
-percentage points, except the groups listed in OUTSIDE with the reason.
-simulator.reliability.scale_probe tests candidate missing effects against the same groups;
-none with a physical reading brings a group inside without pushing another outside
+counts with fixed work per GPU is a *scale group*; so is each group of validation/scaling/
+(later dgxc-benchmarking releases, kept out of the step-time validation). The measured step
+grows by 0 to +10 % from the smallest to the largest scale. Constants are fitted
+leave-one-group-out (simulator.reliability.scale_fit) and each group's held-out growth must
+be within 2 percentage points, except the groups listed in OUTSIDE with the reason.
+simulator.reliability.scale_probe tests candidate missing effects against the same groups
 (reports/time_to_train.md).
 """
 
@@ -18,19 +18,23 @@ import numpy as np
 import pytest
 
 from simulator.config import load_topology
-from simulator.reliability.scale_fit import fit, scale_groups
+from simulator.reliability.scale_fit import fit, replicates, scale_groups, within
 from simulator.reliability.scale_probe import end_features, outside, run_all
 from simulator.reliability.variability import expected_step
 
 TOLERANCE_PP = 2.0
-# Groups no shared constant reproduces within 2 pp held out. Two FP8 series are not
-# smooth in scale, unlike their BF16 twins on the same nodes and release (whose points
-# lie within 0.4 pp of a log-linear trend): GPT-3 175B FP8 grows +13.5 % at 1,024 GPUs
-# and then +5.4 % at 2,048; Llama 3.1 405B FP8 grows +0.6 % from 576 to 1,152 GPUs and
-# then +9.2 % to 2,304. Nemotron-4 340B grows about twice what the fit gives in both
-# precisions (BF16 +5.0 %, FP8 +10.4 %) on the shortest step of the H100 groups.
+# Groups no shared constant reproduces within 2 pp held out. Two FP8 series of the 24.11
+# releases are not smooth in scale, unlike their BF16 twins on the same nodes and release:
+# GPT-3 175B FP8 grows +13.5 % at 1,024 GPUs and then +5.4 % at 2,048; Llama 3.1 405B FP8
+# +0.6 % from 576 to 1,152 GPUs and then +9.2 % to 2,304, and its rerun in v25.02 (same
+# model, plan and GPU counts) grows +1.8 % (test_replicates_bound_what_any_model_can_match).
+# Nemotron-4 340B grows about twice what the fit gives in both precisions (BF16 +5.0 %,
+# FP8 +10.4 %); its v25.04 run (another recipe, 256 -> 2,048 GPUs) grows +1.6 / +4.1 %, as
+# the fit gives. Llama 3.1 70B BF16 in v25.04 measures no growth at all (14.66 s at 64 and
+# at 2,048 GPUs), where its 24.11 and 25.02 runs grew +1.8 and +1.6 %: +2.2 pp held out.
 OUTSIDE = {"dgxc-gpt3-175b-h100-fp8", "dgxc-llama31-405b-h100-fp8",
-           "dgxc-nemotron4-340b-h100", "dgxc-nemotron4-340b-h100-fp8"}
+           "dgxc-nemotron4-340b-h100", "dgxc-nemotron4-340b-h100-fp8",
+           "dgxc2504-llama31-70b-h100"}
 # A coarse sigma grid around the shipped constant (the command uses a finer one).
 SIGMAS = np.array([0.0, 0.015, 0.02, 0.025])
 
@@ -45,8 +49,9 @@ def result(groups):
     return fit(groups, SIGMAS)
 
 
-def test_there_are_sixteen_scale_groups(result):
-    assert len(result.rows) == 16
+def test_there_are_sixteen_validation_and_twenty_later_release_groups(result):
+    later = [r["later_release"] for r in result.rows]
+    assert (later.count(False), later.count(True)) == (16, 20)
     # the amax barrier applies to exactly the FP8 groups (all run delayed scaling)
     assert {r["group"] for r in result.rows if r["barrier"]} == \
         {r["group"] for r in result.rows if "fp8" in r["group"]}
@@ -64,8 +69,8 @@ def test_held_out_growth_within_two_points(result):
     outside = {r["group"] for r in result.rows
                if abs(r["held_out_pp"] - r["measured_pp"]) > TOLERANCE_PP}
     assert outside <= OUTSIDE, sorted(outside - OUTSIDE)
-    inside = [r for r in result.rows if r["group"] not in OUTSIDE]
-    assert len(inside) >= 12
+    assert within(result.rows) == (31, 36)
+    assert within([r for r in result.rows if not r["later_release"]]) == (12, 16)
     # the variability moves every group toward its measurement on average
     before = np.mean([abs(r["model_alone_pp"] - r["measured_pp"]) for r in result.rows])
     after = np.mean([abs(r["held_out_pp"] - r["measured_pp"]) for r in result.rows])
@@ -97,19 +102,39 @@ def test_probe_without_a_term_is_the_fit(result, probes):
     assert outside(none) <= OUTSIDE
 
 
-def test_no_candidate_effect_improves_the_held_out_count_cleanly(probes):
-    # The negative result the report states: a candidate that brings a group inside
-    # also pushes another outside, or brings none in. The one exception charges the
-    # buckets' overlap slowdown twice (no physical reading; the report says why it is
-    # not adopted): it brings Nemotron-4 340B BF16 inside and pushes nobody out.
+def test_candidate_effects_gain_at_most_one_group(probes):
+    # What the report states: no candidate brings more than one group inside; the two
+    # that bring one (Nemotron-4 340B BF16, at the 2 pp edge) without pushing another out
+    # are the DP-overlap slowdowns, one fitted to the top of its measured range (0.40) and
+    # one charging the buckets' slowdown twice; the report says why neither is adopted.
     base = outside(probes["none"])
+    clean = set()
     for name, res in probes.items():
         out = outside(res)
-        if name == "dp_exposed_at_slowdown":
-            assert base - out == {"dgxc-nemotron4-340b-h100"} and out <= base
-            continue
-        assert not out < base, (name, sorted(base - out))
-        assert len(out) >= len(base), name
+        assert len(base - out) <= 1, (name, sorted(base - out))
+        if out < base:
+            clean.add(name)
+            assert base - out == {"dgxc-nemotron4-340b-h100"}, name
+    assert clean == {"dp_overlap_slowdown", "dp_exposed_at_slowdown"}
+    assert probes["dp_overlap_slowdown"].theta == pytest.approx(0.40)
+
+
+def test_replicates_bound_what_any_model_can_match(groups):
+    # Two groups of different releases with the same model, precision, plan and GPU range
+    # are two measurements of one growth; a model predicts one value for both, so a pair
+    # more than 2 x 2 pp apart cannot both be within 2 pp of it.
+    reps = replicates(groups)
+    assert len(reps) == 14
+    for r in reps:
+        a = next(g for g in groups if g.name == r.first)
+        b = next(g for g in groups if g.name == r.second)
+        assert a.small.plan_key == b.small.plan_key and a.later_release <= b.later_release
+    spreads = sorted(r.spread_pp for r in reps)
+    assert spreads[len(spreads) // 2] < TOLERANCE_PP  # most replicate within the bar
+    worst = max(reps, key=lambda r: r.spread_pp)
+    assert (worst.first, worst.second) == ("dgxc-llama31-405b-h100-fp8",
+                                           "dgxc2502-llama31-405b-h100-fp8")
+    assert worst.spread_pp > 2 * TOLERANCE_PP
 
 
 def test_candidate_features_follow_their_closed_forms(groups):

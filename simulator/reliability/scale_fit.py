@@ -32,16 +32,21 @@ from __future__ import annotations
 import argparse
 from collections import defaultdict
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
 from ..api import resolve
 from ..hardware import Topology
-from ..validation.cases import Case, load_cases
+from ..validation.cases import DEFAULT_DIR, Case, load_cases
 from ..workload.plan import build_plan
 from .variability import Variability, expected_step, harmonic
 
 SCALE_KEYS = {"parallelism.data", "training.global_batch_size"}
+# Weak-scaling series of later software releases, kept out of the step-time validation
+# (validation/scaling/README.md): a release's absolute step reflects its software, on
+# which the compute constants were not fitted; its growth with scale is what they test.
+SCALING_DIR = DEFAULT_DIR / "scaling"
 SIGMAS = np.linspace(0.0, 0.06, 13)
 HOST_NOISE_S = np.linspace(0.0, 0.05, 201)
 SYNC_NOISE_S = np.linspace(0.0, 0.5e-3, 51)
@@ -56,6 +61,7 @@ class Endpoint:
     inp: object  # EngineInput
     var: Variability
     pp_span: int = 0  # outermost switching tier the PP sends cross (0: scale-up domain)
+    plan_key: tuple = ()  # model, precision and plan, without the data-parallel degree
 
     def replay(self, sigma: float) -> tuple[float, float]:
         """(expected step without host and barrier terms (s), its secant slope in the
@@ -84,6 +90,7 @@ class Group:
     name: str
     small: Endpoint
     large: Endpoint
+    later_release: bool = False  # from validation/scaling/, not the step-time validation
 
     @property
     def measured_growth(self) -> float:
@@ -94,8 +101,11 @@ def _endpoint(case: Case) -> Endpoint:
     w, t = resolve(case.spec["workload"], case.topology, case.spec["overrides"],
                    case.topology_overrides)
     plan = build_plan(w, Topology.from_config(t))
+    p, tr = w.parallelism, w.training
+    key = (w.model.name, w.model.num_layers, w.model.seq_length, tr.precision, p.tensor,
+           p.pipeline, p.context, p.virtual_pipeline, tr.micro_batch_size, case.topology)
     return Endpoint(case=case, inp=plan.engine_input, var=Variability.of(w, t),
-                    pp_span=plan.groups["pp"].span)
+                    pp_span=plan.groups["pp"].span, plan_key=key)
 
 
 def _fixed_work(cases: list[Case]) -> bool:
@@ -110,19 +120,31 @@ def _fixed_work(cases: list[Case]) -> bool:
     return len(ratios) == 1
 
 
-def scale_groups(directory: str | None = None) -> list[Group]:
-    """Every scale group of the dense step-time cases, endpoints built."""
+def scale_groups(directory: str | None = None, scaling: str | bool = True
+                 ) -> list[Group]:
+    """Every scale group of the dense step-time cases, endpoints built: those of
+    ``directory`` (default ``validation/``), then those of ``scaling`` (default
+    ``validation/scaling/`` where it holds files; ``False``: none)."""
+    groups = _groups(load_cases(directory), later_release=False)
+    if scaling is not False:
+        root = SCALING_DIR if scaling is True else scaling
+        if Path(root).is_dir() and any(Path(root).glob("*.yaml")):
+            groups += _groups(load_cases(root), later_release=True)
+    return groups
+
+
+def _groups(cases: list[Case], later_release: bool) -> list[Group]:
     by_group: dict[str, list[Case]] = defaultdict(list)
-    for c in load_cases(directory):
+    for c in cases:
         if c.category == "dense_step_time":
             by_group[c.group].append(c)
     groups = []
-    for name, cases in by_group.items():
-        if not _fixed_work(cases):
+    for name, members in by_group.items():
+        if not _fixed_work(members):
             continue
-        ends = [_endpoint(c) for c in (cases[0], cases[-1])]
+        ends = [_endpoint(c) for c in (members[0], members[-1])]
         ends.sort(key=lambda e: e.var.peers * e.inp.fwd.shape[0])
-        groups.append(Group(name, ends[0], ends[1]))
+        groups.append(Group(name, ends[0], ends[1], later_release))
     return groups
 
 
@@ -178,6 +200,7 @@ def fit(groups: list[Group], sigmas: np.ndarray = SIGMAS, mus: np.ndarray = HOST
         rows.append({"group": g.name, "gpus": (g.small.var.peers * g.small.inp.fwd.shape[0],
                                                  g.large.var.peers * g.large.inp.fwd.shape[0]),
                      "barrier": g.small.var.barrier_peers > 1,
+                     "later_release": g.later_release,
                      "measured_pp": 100 * meas[n], "model_alone_pp": 100 * pred[n, 0, 0, 0],
                      "fitted_pp": 100 * pred[n, i, j, k], "held_out_pp": 100 * pred[n, li, lj, lk],
                      "held_out_sigma": float(sigmas[li]),
@@ -186,18 +209,72 @@ def fit(groups: list[Group], sigmas: np.ndarray = SIGMAS, mus: np.ndarray = HOST
     return FitResult(float(sigmas[i]), float(mus[j]), float(nus[k]), rows)
 
 
-def render(res: FitResult) -> str:
+@dataclass(frozen=True)
+class Replicate:
+    """Two groups of different releases that run one model, precision and plan over the
+    same GPU range: their measured growths are two measurements of one quantity."""
+
+    first: str
+    second: str
+    gpus: tuple[int, int]
+    growth_pp: tuple[float, float]
+
+    @property
+    def spread_pp(self) -> float:
+        return abs(self.growth_pp[0] - self.growth_pp[1])
+
+
+def replicates(groups: list[Group]) -> list[Replicate]:
+    """Pairs of groups with the same plan key and the same smallest and largest scale."""
+    def gpus(e: Endpoint) -> int:
+        return e.var.peers * e.inp.fwd.shape[0]
+    out = []
+    for i, a in enumerate(groups):
+        for b in groups[i + 1:]:
+            ends = (gpus(a.small), gpus(a.large))
+            if a.small.plan_key == b.small.plan_key and ends == (gpus(b.small), gpus(b.large)):
+                out.append(Replicate(a.name, b.name, ends,
+                                     (100 * a.measured_growth, 100 * b.measured_growth)))
+    return out
+
+
+def within(rows: list[dict], tolerance_pp: float = 2.0) -> tuple[int, int]:
+    """(groups within ``tolerance_pp`` held out, groups)."""
+    ok = sum(abs(r["held_out_pp"] - r["measured_pp"]) <= tolerance_pp for r in rows)
+    return ok, len(rows)
+
+
+def render(res: FitResult, groups: list[Group] | None = None) -> str:
+    """The fit as Markdown: constants, counts within 2 pp held out, the per-group table
+    and, given the groups, the replicate pairs."""
+    ok, n = within(res.rows)
     lines = [f"fitted on all groups: jitter_sigma = {res.sigma:.4f}, "
              f"host_noise_s = {res.host_noise_s:.5f}, sync_noise_s = {res.sync_noise_s:.6f}",
-             "",
-             "| group | GPUs | amax barrier | measured | one-step model | fitted | "
-             "held out (LOGO) | LOGO error |", "|---|---|---|---:|---:|---:|---:|---:|"]
+             "", f"within 2 pp held out: {ok} of {n} groups"]
+    later = [r for r in res.rows if r["later_release"]]
+    if later:
+        ok_v, n_v = within([r for r in res.rows if not r["later_release"]])
+        ok_l, n_l = within(later)
+        lines[-1] += (f" ({ok_v} of {n_v} step-time validation groups, {ok_l} of {n_l} "
+                      "later-release groups of validation/scaling/)")
+    lines += ["", "| group | GPUs | amax barrier | measured | one-step model | fitted | "
+              "held out (LOGO) | LOGO error |", "|---|---|---|---:|---:|---:|---:|---:|"]
     for r in res.rows:
         lines.append(f"| {r['group']} | {r['gpus'][0]} -> {r['gpus'][1]} | "
                      f"{'yes' if r['barrier'] else 'no'} | "
                      f"{r['measured_pp']:+.1f} % | {r['model_alone_pp']:+.1f} % | "
                      f"{r['fitted_pp']:+.1f} % | {r['held_out_pp']:+.1f} % | "
                      f"{r['held_out_pp'] - r['measured_pp']:+.1f} pp |")
+    reps = replicates(groups) if groups else []
+    if reps:
+        lines += ["", "Replicates: one model, precision and plan over the same GPUs, measured "
+                  "in two releases.", "",
+                  "| group | replicate | GPUs | measured growth | replicate's | spread |",
+                  "|---|---|---|---:|---:|---:|"]
+        for rep in reps:
+            lines.append(f"| {rep.first} | {rep.second} | {rep.gpus[0]} -> {rep.gpus[1]} | "
+                         f"{rep.growth_pp[0]:+.1f} % | {rep.growth_pp[1]:+.1f} % | "
+                         f"{rep.spread_pp:.1f} pp |")
     return "\n".join(lines)
 
 
@@ -212,8 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host-noise", default="0:0.05:201", help="host noise grid lo:hi:n (s)")
     ap.add_argument("--sync-noise", default="0:0.0005:51", help="barrier noise grid lo:hi:n (s)")
     args = ap.parse_args(argv)
-    print(render(fit(scale_groups(), _grid(args.sigmas), _grid(args.host_noise),
-                     _grid(args.sync_noise))))
+    groups = scale_groups()
+    print(render(fit(groups, _grid(args.sigmas), _grid(args.host_noise),
+                     _grid(args.sync_noise)), groups))
     return 0
 
 
