@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
                           mc_steps=16, price_per_gpu_hour=PRICE)
     figure(rows, out / "figures" / "time_to_train.png")
     groups = scale_groups()
-    table = (Path(args.fit_table).read_text() if args.fit_table else render(fit(groups)))
+    table = (Path(args.fit_table).read_text() if args.fit_table else render(fit(groups), groups))
     probe = render_probe(run_all(groups))
     atomic_write_text(out / "time_to_train.md", markdown(rows, table, llama, probe))
     return 0

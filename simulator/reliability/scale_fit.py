@@ -1,9 +1,9 @@
 """Fit the variability constants to the measured step growth of weakly scaled jobs.
 
-A *scale group* is a validation group (validation/dense_step_time*.yaml) whose rows run
+A *scale group* is a group of dense step-time cases whose rows run
 the same model and plan at different GPU counts with fixed work per GPU: only
 ``parallelism.data`` and ``training.global_batch_size`` change, in proportion. The
-measured step grows from the smallest to the largest scale by +1 to +10 %
+measured step grows from the smallest to the largest scale by 0 to +10 %
 (validation/analysis.md, item 2); the one-step model alone predicts 0 to +0.8 %.
 
 The growth of a group is ``E[step(largest)] / E[step(smallest)] - 1`` with the expected
@@ -19,6 +19,12 @@ barrier noise of 0.1 ms: the step is piecewise linear in that delay, about the n
 phases on the critical path, less where the delay hides communication);
 the two additive constants enter in closed form on fine grids. Slow nodes stay at the
 topology's value (0 for these health-checked benchmark clusters).
+
+The groups come from the step-time validation (``validation/dense_step_time*.yaml``) and
+from ``validation/scaling/``: weak-scaling series of later software releases, used for their
+growth only (:data:`SCALING_DIR`). Groups of two releases that run the same model,
+precision and plan over the same GPU counts are *replicates* (:func:`replicates`): two
+measurements of one growth, whose spread bounds what any model can match.
 
 Cross-validation is leave-one-group-out: each group's growth is predicted with constants
 fitted on the other groups only. Run::
@@ -73,6 +79,10 @@ class Endpoint:
             return step, 0.0
         probe = expected_step(self.inp, replace(v, sync_noise_s=SLOPE_PROBE_S))
         return step, (probe - step) / (SLOPE_PROBE_S * self.barrier_harmonic)
+
+    @property
+    def gpus(self) -> int:
+        return self.var.peers * self.inp.fwd.shape[0]
 
     @property
     def harmonic(self) -> float:
@@ -143,7 +153,7 @@ def _groups(cases: list[Case], later_release: bool) -> list[Group]:
         if not _fixed_work(members):
             continue
         ends = [_endpoint(c) for c in (members[0], members[-1])]
-        ends.sort(key=lambda e: e.var.peers * e.inp.fwd.shape[0])
+        ends.sort(key=lambda e: e.gpus)
         groups.append(Group(name, ends[0], ends[1], later_release))
     return groups
 
@@ -197,8 +207,7 @@ def fit(groups: list[Group], sigmas: np.ndarray = SIGMAS, mus: np.ndarray = HOST
     rows = []
     for n, g in enumerate(groups):
         li, lj, lk = best(err2, everyone & (np.arange(len(groups)) != n))
-        rows.append({"group": g.name, "gpus": (g.small.var.peers * g.small.inp.fwd.shape[0],
-                                                 g.large.var.peers * g.large.inp.fwd.shape[0]),
+        rows.append({"group": g.name, "gpus": (g.small.gpus, g.large.gpus),
                      "barrier": g.small.var.barrier_peers > 1,
                      "later_release": g.later_release,
                      "measured_pp": 100 * meas[n], "model_alone_pp": 100 * pred[n, 0, 0, 0],
@@ -226,13 +235,11 @@ class Replicate:
 
 def replicates(groups: list[Group]) -> list[Replicate]:
     """Pairs of groups with the same plan key and the same smallest and largest scale."""
-    def gpus(e: Endpoint) -> int:
-        return e.var.peers * e.inp.fwd.shape[0]
     out = []
     for i, a in enumerate(groups):
         for b in groups[i + 1:]:
-            ends = (gpus(a.small), gpus(a.large))
-            if a.small.plan_key == b.small.plan_key and ends == (gpus(b.small), gpus(b.large)):
+            ends = (a.small.gpus, a.large.gpus)
+            if a.small.plan_key == b.small.plan_key and ends == (b.small.gpus, b.large.gpus):
                 out.append(Replicate(a.name, b.name, ends,
                                      (100 * a.measured_growth, 100 * b.measured_growth)))
     return out
