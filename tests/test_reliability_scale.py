@@ -19,6 +19,7 @@ import pytest
 
 from simulator.config import load_topology
 from simulator.reliability.scale_fit import fit, replicates, scale_groups, within
+from simulator.reliability.scale_fit import main as scale_fit_main
 from simulator.reliability.scale_probe import end_features, outside, run_all
 from simulator.reliability.variability import expected_step
 
@@ -151,3 +152,12 @@ def test_candidate_features_follow_their_closed_forms(groups):
         assert 0 <= f.gather_hidden_s <= f.dp_wire_s
         assert f.tail_hidden_s >= 0 and f.p2p_doubling_s > 0
     assert (small.spans_top_tier, large.spans_top_tier) == (False, True)
+
+
+@pytest.mark.parametrize("grid", ["foo", "0:0.06", "0:nan:3", "0.1:0:3", "0:0.1:0"])
+def test_a_bad_grid_is_one_line_and_exit_two(grid, capsys):
+    with pytest.raises(SystemExit) as exc:
+        scale_fit_main(["--sigmas", grid])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "--sigmas" in err[-1] and repr(grid) in err[-1] and "Traceback" not in "".join(err)

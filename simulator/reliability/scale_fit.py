@@ -286,19 +286,29 @@ def render(res: FitResult, groups: list[Group] | None = None) -> str:
 
 
 def _grid(text: str) -> np.ndarray:
-    lo, hi, n = text.split(":")
-    return np.linspace(float(lo), float(hi), int(n))
+    """``lo:hi:n`` -> n evenly spaced values from lo to hi (argparse type: a bad grid is a
+    one-line usage error, exit 2)."""
+    try:
+        lo, hi, n = text.split(":")
+        lo_f, hi_f, count = float(lo), float(hi), int(n)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be lo:hi:n, e.g. 0:0.06:13") from None
+    if not (np.isfinite(lo_f) and np.isfinite(hi_f)) or not 0 <= lo_f <= hi_f or count < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: needs finite 0 <= lo <= hi and n >= 1")
+    return np.linspace(lo_f, hi_f, count)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sigmas", default="0:0.06:13", help="sigma grid lo:hi:n")
-    ap.add_argument("--host-noise", default="0:0.05:201", help="host noise grid lo:hi:n (s)")
-    ap.add_argument("--sync-noise", default="0:0.0005:51", help="barrier noise grid lo:hi:n (s)")
+    ap.add_argument("--sigmas", type=_grid, default="0:0.06:13", help="sigma grid lo:hi:n")
+    ap.add_argument("--host-noise", type=_grid, default="0:0.05:201",
+                    help="host noise grid lo:hi:n (s)")
+    ap.add_argument("--sync-noise", type=_grid, default="0:0.0005:51",
+                    help="barrier noise grid lo:hi:n (s)")
     args = ap.parse_args(argv)
     groups = scale_groups()
-    print(render(fit(groups, _grid(args.sigmas), _grid(args.host_noise),
-                     _grid(args.sync_noise)), groups))
+    print(render(fit(groups, args.sigmas, args.host_noise, args.sync_noise), groups))
     return 0
 
 
