@@ -18,7 +18,15 @@ import numpy as np
 import pytest
 
 from simulator.config import load_topology
-from simulator.reliability.scale_fit import fit, replicates, scale_groups, within
+from simulator.reliability.scale_fit import (
+    Replicate,
+    fit,
+    outside_by_noise,
+    replicate_sd_pp,
+    replicates,
+    scale_groups,
+    within,
+)
 from simulator.reliability.scale_fit import main as scale_fit_main
 from simulator.reliability.scale_probe import end_features, outside, run_all
 from simulator.reliability.variability import expected_step
@@ -161,3 +169,12 @@ def test_a_bad_grid_is_one_line_and_exit_two(grid, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "--sigmas" in err[-1] and repr(grid) in err[-1] and "Traceback" not in "".join(err)
+
+
+def test_replicate_noise_closed_forms():
+    # two pairs with spreads 1 and 3 pp: var(difference) = 2 sd^2 -> sd = sqrt((1 + 9) / 4)
+    pairs = [Replicate("a", "b", (8, 64), (1.0, 2.0)), Replicate("c", "d", (8, 64), (4.0, 1.0))]
+    assert replicate_sd_pp(pairs) == pytest.approx(np.sqrt(2.5))
+    # a normal error of 1 sd misses +-2 sd with probability 2 Phi(-2) = 0.0455
+    assert outside_by_noise(1.0) == pytest.approx(0.04550026, rel=1e-6)
+    assert outside_by_noise(1.0, tolerance_pp=1.0) == pytest.approx(0.31731051, rel=1e-6)

@@ -157,7 +157,10 @@ Before any variability, every group that grows by +4 % or more was outside.
 **Replicates.** Fourteen pairs of groups run the same model, precision and plan over the
 same GPU counts in two releases. Their measured growths differ by a median of 1.5 pp, and
 by up to 8.1 pp. A model predicts one growth for both members of a pair, so a spread
-near 2 x 2 pp is what the 2 pp bar leaves room for. The H100 points are single steps:
+near 2 x 2 pp is what the 2 pp bar leaves room for. Read as noise on each measurement
+(the last line under the table), a model that got every expected growth exactly right
+would still leave about 2 to 10 of the 36 groups outside 2 pp; this one leaves 5. The
+H100 points are single steps:
 - the 24.11 READMEs take "the last training step timing" of a 50-step run;
 - v25.04 logs the last step too (NeMo's `TimingCallback` with no buffer);
 - v25.02 averages the last 5 steps for GPT-3, Llama 3.1 405B and Nemotron-4 15B only

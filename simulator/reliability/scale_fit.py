@@ -36,6 +36,7 @@ fitted on the other groups only. Run::
 from __future__ import annotations
 
 import argparse
+import math
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -245,6 +246,19 @@ def replicates(groups: list[Group]) -> list[Replicate]:
     return out
 
 
+def replicate_sd_pp(reps: list[Replicate]) -> float:
+    """Standard deviation of one measured growth (pp), from replicate pairs: the difference
+    of two measurements of one quantity has variance 2 sd^2, so ``sd = rms(spread) / sqrt 2``."""
+    spreads = np.array([r.spread_pp for r in reps])
+    return float(np.sqrt(np.mean(spreads ** 2) / 2.0))
+
+
+def outside_by_noise(sd_pp: float, tolerance_pp: float = 2.0) -> float:
+    """Share of groups a perfect model would still miss by more than ``tolerance_pp`` when
+    each measured growth carries normal noise of ``sd_pp``: ``2 Phi(-tol / sd)``."""
+    return math.erfc(tolerance_pp / (sd_pp * math.sqrt(2.0)))
+
+
 def within(rows: list[dict], tolerance_pp: float = 2.0) -> tuple[int, int]:
     """(groups within ``tolerance_pp`` held out, groups)."""
     ok = sum(abs(r["held_out_pp"] - r["measured_pp"]) <= tolerance_pp for r in rows)
@@ -282,6 +296,16 @@ def render(res: FitResult, groups: list[Group] | None = None) -> str:
             lines.append(f"| {rep.first} | {rep.second} | {rep.gpus[0]} -> {rep.gpus[1]} | "
                          f"{rep.growth_pp[0]:+.1f} % | {rep.growth_pp[1]:+.1f} % | "
                          f"{rep.spread_pp:.1f} pp |")
+        sd = replicate_sd_pp(reps)
+        rest = sorted(reps, key=lambda r: r.spread_pp)[:-1]
+        sd_rest = replicate_sd_pp(rest) if rest else sd
+        lines += ["", f"One measured growth carries a standard deviation of {sd:.1f} pp "
+                  f"(rms spread / sqrt 2; {sd_rest:.1f} pp without the widest pair). At "
+                  f"{sd_rest:.1f} to {sd:.1f} pp a model that predicted every expected growth "
+                  f"exactly would still miss the 2 pp bar on "
+                  f"{100 * outside_by_noise(sd_rest):.0f} to {100 * outside_by_noise(sd):.0f} % "
+                  f"of the groups ({n * outside_by_noise(sd_rest):.1f} to "
+                  f"{n * outside_by_noise(sd):.1f} of {n})."]
     return "\n".join(lines)
 
 
