@@ -9,7 +9,7 @@ from simulator.api import plan, resolve
 from simulator.hardware import Topology
 from simulator.workload import fp8
 from simulator.workload.cost import CostContext, op_time
-from simulator.workload.ops import backward_of, dims, layer_forward
+from simulator.workload.ops import REGATHER, backward_of, dims, layer_forward
 
 
 def _w(**training):
@@ -50,12 +50,20 @@ def test_gradient_cast_precedes_its_backward_gemm_and_keeps_tp_pairing():
     names = [o.name for o in bwd]
     for lin in ("qkv", "attn_proj", "fc1", "fc2"):
         i = names.index(lin + "_bwd")
-        assert names[i - 1] == lin + fp8.SUFFIX + "_bwd"
-        assert bwd[i - 1].nbytes == _by_name(fwd)[lin + fp8.SUFFIX].bwd_nbytes
+        # a column-parallel GEMM's input re-gather sits between (it pairs with the GEMM)
+        c = i - 2 if names[i - 1].endswith(REGATHER) else i - 1
+        assert names[c] == lin + fp8.SUFFIX + "_bwd"
+        assert bwd[c].nbytes == _by_name(fwd)[lin + fp8.SUFFIX].bwd_nbytes
     # the same backward as bf16 once the casts are taken out (TP collectives in place)
     w16, _ = _w()
-    plain = [o.name for o in backward_of(layer_forward(w16))]
-    assert [n for n in names if fp8.SUFFIX not in n] == plain
+    plain = backward_of(layer_forward(w16))
+    assert [n for n in names if fp8.SUFFIX not in n] == [o.name for o in plain]
+    # TE gathers FP8 (1 byte) and reduce-scatters bf16 (2 bytes)
+    size16 = {o.name: o.nbytes for o in plain if o.kind == "comm"}
+    for o in bwd:
+        if o.kind == "comm":
+            ratio = fp8.GATHER_BYTES_RATIO if o.comm == "all_gather" else 1.0
+            assert o.nbytes == pytest.approx(ratio * size16[o.name]), o.name
 
 
 def test_casts_cost_a_larger_share_of_narrow_local_gemms():

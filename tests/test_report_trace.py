@@ -98,15 +98,17 @@ def test_event_counts_2_stages_2_microbatches(run_2x2, trace_2x2):
         layers = plan.partition.stage_layers(stage)
         assert layers == 2
         # TP2 with sequence parallelism: all-gather + reduce-scatter around attention
-        # and around the MLP, forward and backward (Korthikanti 2022); the last stage
-        # adds the all-gather before the logits GEMM and its backward.
-        tp_per_phase = 4 * layers + (1 if stage == 1 else 0)
-        assert count(trace_2x2, pid, "tp") == 2 * 2 * tp_per_phase
+        # and around the MLP, forward and backward, and in the backward the re-gather of
+        # each block's sharded input for its weight gradient (Korthikanti 2022); the last
+        # stage adds the all-gather before the logits GEMM, its backward and re-gather.
+        last = 1 if stage == 1 else 0
+        tp_per = {"F": 4 * layers + last, "B": 6 * layers + 2 * last}
+        assert count(trace_2x2, pid, "tp") == 2 * (tp_per["F"] + tp_per["B"])
         kernels = sum(sum(o.stream == "compute" for o in plan.phases[(ph, stage, 0)].ops)
                       for ph in ("F", "B"))
         for ph in ("F", "B"):
             assert len(plan.phases[(ph, stage, 0)].ops) == \
-                tp_per_phase + sum(o.stream == "compute" for o in plan.phases[(ph, stage, 0)].ops)
+                tp_per[ph] + sum(o.stream == "compute" for o in plan.phases[(ph, stage, 0)].ops)
         # 2 micro-batches x (F + B) phase slices, each with its kernels nested inside
         assert count(trace_2x2, pid, "compute") == 2 * 2 + 2 * kernels
         assert count(trace_2x2, pid, "pp") == 2  # 2 activations forward, or 2 gradients back

@@ -9,12 +9,14 @@ their own stream and leave only their *exposed* part on the critical path:
   column-parallel GEMM's input gradient (all-reduce,
   or reduce-scatter with sequence parallelism) runs beside that GEMM's
   weight-gradient half (Megatron's asynchronous TP all-reduce; the wgrad GEMM is
-  half the backward FLOPs): exposed ``max(0, comm - gemm_bwd / 2)``;
+  half the backward FLOPs): exposed ``max(0, comm - gemm_bwd / 2)``; with sequence
+  parallelism the re-gather of that GEMM's input runs beside its data-gradient half;
 * with ``tp_comm_overlap`` (Transformer Engine userbuffers, sequence parallel
   only) every all-gather is split and pipelined with the GEMM that consumes it
   and every reduce-scatter with the GEMM that produces it (Wang et al. 2022,
   "Overlap Communication with Dependent Computation via Decomposition"):
-  exposed ``max(0, comm - gemm)``;
+  exposed ``max(0, comm - gemm)`` in the forward, ``max(0, comm - gemm_bwd / 2)``
+  in the backward, where each collective runs beside one half of the GEMM;
 * everything else is exposed in full.
 
 Overlap is not free: the GEMM under a collective runs ``comm_overlap_slowdown``
@@ -30,7 +32,7 @@ from ..collectives import collective_time
 from ..compute import attention_time, gemm_time, memory_time
 from ..hardware import Placement, Topology
 from .context import AttnCost
-from .ops import Op
+from .ops import REGATHER, Op
 
 
 @dataclass(frozen=True)
@@ -178,12 +180,20 @@ def _overlap_partners(ops: list[Op], tp_overlap: bool, async_grad: bool = True
                       ) -> dict[int, tuple[int, float]]:
     """Map each TP collective to (the GEMM that hides it, the fraction of that GEMM).
 
-    With ``async_grad`` (Megatron's default): a collective on the input gradient right
-    after a column-parallel
-    GEMM's backward runs beside that GEMM's weight-gradient half (Megatron's
-    async TP all-reduce / SP reduce-scatter overlap; the wgrad is half the
-    backward FLOPs). With ``tp_comm_overlap`` (sequence parallel only) all-gathers
-    pair fully with the next GEMM and reduce-scatters with the previous one.
+    A backward GEMM op is the data-gradient and the weight-gradient GEMM together (half
+    the FLOPs each); a collective that runs beside only one of them gets half. With
+    ``async_grad`` (Megatron's default): the collective on a column-parallel GEMM's input
+    gradient, right after that GEMM's backward, runs beside its weight-gradient half, and
+    the sequence-parallel re-gather of its input (``*_regather``, right before it) beside
+    its data-gradient half (Megatron-Core ``LinearWithGradAccumulationAndAsyncCommunication``
+    launches the all-gather, runs the data-gradient GEMM, then waits). With
+    ``tp_comm_overlap`` (sequence parallel only; Transformer Engine userbuffers,
+    ``initialize_ub``) all-gathers pair with the next GEMM and reduce-scatters with the
+    previous one: the whole GEMM in the forward, and in the backward the half they run
+    beside (the output-gradient all-gather of a row-parallel layer, ``proj_dgrad`` /
+    ``fc2_dgrad``, with its data-gradient GEMM; the bulk re-gather and reduce-scatter of a
+    column-parallel layer, ``qkv_dgrad`` / ``qkv_wgrad``, with its data- and its
+    weight-gradient GEMM).
     """
     pairs: dict[int, tuple[int, float]] = {}
     for i, op in enumerate(ops):
@@ -192,7 +202,11 @@ def _overlap_partners(ops: list[Op], tp_overlap: bool, async_grad: bool = True
         prev = i - 1 if i > 0 and ops[i - 1].kind == "gemm" else None
         if async_grad and prev is not None and ops[prev].column \
                 and ops[prev].name.endswith("_bwd") and op.comm in ("all_reduce", "reduce_scatter"):
-            pairs[i] = (prev, 1.0 if tp_overlap else 0.5)
+            pairs[i] = (prev, 0.5)
+            continue
+        if async_grad and op.name.endswith(REGATHER) and i + 1 < len(ops) \
+                and ops[i + 1].kind == "gemm":
+            pairs[i] = (i + 1, 0.5)
             continue
         if not tp_overlap:
             continue
@@ -203,5 +217,5 @@ def _overlap_partners(ops: list[Op], tp_overlap: bool, async_grad: bool = True
         else:
             j = None
         if j is not None:
-            pairs[i] = (j, 1.0)
+            pairs[i] = (j, 0.5 if ops[j].name.endswith("_bwd") else 1.0)
     return pairs

@@ -62,6 +62,13 @@ GRAD_CAST_BYTES = 4.0  # read bf16 gradient 2 B, write FP8 rowwise 1 B + columnw
 WEIGHT_CAST_BYTES = 4.0  # bf16 weight -> FP8 weight + FP8 transpose
 WEIGHT_TRANSPOSE_BYTES = 2.0  # FP8 weight (fp8_param_gather) -> FP8 transpose
 SUFFIX = "_fp8_cast"
+# TE quantises before every sequence-parallel all-gather that feeds an FP8 linear: the
+# norm writes FP8 (LayerNormLinear), the output gradient is cast before it is gathered
+# (grad_output_preprocess), and the saved FP8 input is what the backward re-gathers; the
+# userbuffers' all-gather buffers are FP8 by default (initialize_ub, "AllGather buffers
+# use fp8 when using fp8 recipe"). Reduce-scatters stay bf16. Transformer Engine v1.11,
+# transformer_engine/pytorch/module/{base,layernorm_linear}.py.
+GATHER_BYTES_RATIO = 0.5  # FP8 1 B over bf16 2 B per element
 
 
 def cast_op(op: Op, microbatches: int, fp8_params: bool) -> Op:
@@ -86,10 +93,13 @@ def backward_cast(cast: Op) -> Op:
 
 
 def with_casts(ops: list[Op], microbatches: int, fp8_params: bool) -> list[Op]:
-    """``ops`` with each TE linear preceded by its quantisation op (FP8 recipes only)."""
+    """``ops`` with each TE linear preceded by its quantisation op and each TP all-gather
+    moving FP8 (:data:`GATHER_BYTES_RATIO`; FP8 recipes only)."""
     out: list[Op] = []
     for op in ops:
         if op.kind == "gemm" and op.name in LINEARS:
             out.append(cast_op(op, microbatches, fp8_params))
+        if op.kind == "comm" and op.axis == "tp" and op.comm == "all_gather":
+            op = derive(op, nbytes=op.nbytes * GATHER_BYTES_RATIO)
         out.append(op)
     return out

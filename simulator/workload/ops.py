@@ -9,7 +9,12 @@ al. 2022) an all-gather before and a reduce-scatter after each block.
 
 Backward: each GEMM becomes a data-gradient and a weight-gradient GEMM (2x
 FLOPs), flash attention backward does 2.5x its forward FLOPs (five matmuls
-against two; Dao 2023), bandwidth-bound ops move about twice the bytes.
+against two; Dao 2023), bandwidth-bound ops move about twice the bytes. With
+sequence parallelism a layer keeps only its local shard of the input of each
+block's first GEMM, so the backward all-gathers it again for that GEMM's weight
+gradient (Korthikanti et al. 2022, Sec. 4.2.2; Megatron-Core
+``LinearWithGradAccumulationAndAsyncCommunication.backward``, Transformer Engine
+``LayerNormLinear``): one more all-gather per block, ``*_regather``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from ..compute import BYTES
 from ..config.workload import Workload
 from . import fp8, mla
 from .opcopy import derive
+
+REGATHER = "_regather"  # suffix of the backward re-gather of a block's sharded input
 
 
 @dataclass(frozen=True)
@@ -222,11 +229,16 @@ def backward_of(ops: list[Op]) -> list[Op]:
     for o in ops:
         if o.name.endswith(fp8.SUFFIX):
             casts.setdefault(o.name, o)
-    for op in reversed(ops):
+    regather = _regathers(ops)
+    for i in range(len(ops) - 1, -1, -1):
+        op = ops[i]
         if op.kind == "gemm":
             cast = op.name + fp8.SUFFIX  # FP8: the output gradient is cast before dgrad/wgrad
             if cast in casts:
                 out.append(fp8.backward_cast(casts[cast]))
+            if i in regather:
+                gather = regather[i]
+                out.append(derive(gather, name=gather.name + REGATHER))
             out.append(derive(op, name=op.name + "_bwd", flops=2 * op.flops,
                                batch=2 * op.batch, model_flops=2 * op.model_flops))
             if op.column and pending:
@@ -240,9 +252,28 @@ def backward_of(ops: list[Op]) -> list[Op]:
             out.append(derive(op, name=op.name + "_bwd", nbytes=2 * op.nbytes))
         elif op.comm == "all_reduce" and op.axis == "tp":
             pending.append(op)
+        elif op.axis == "tp" and casts and op.comm in mirror:
+            # FP8 (TE): the output gradient a row-parallel layer gathers is cast first; the
+            # input gradient a column-parallel one reduce-scatters stays bf16
+            scale = (fp8.GATHER_BYTES_RATIO if op.comm == "reduce_scatter"
+                     else 1.0 / fp8.GATHER_BYTES_RATIO)
+            out.append(derive(op, name=op.name + "_bwd", comm=mirror[op.comm],
+                              nbytes=op.nbytes * scale))
         else:
             out.append(derive(op, name=op.name + "_bwd", comm=mirror.get(op.comm, op.comm)))
     return out + pending
+
+
+def _regathers(ops: list[Op]) -> dict[int, Op]:
+    """Index of the first GEMM after each forward TP all-gather -> that all-gather: the
+    GEMM whose backward needs the sharded input gathered again (sequence parallelism)."""
+    out: dict[int, Op] = {}
+    for i, op in enumerate(ops):
+        if op.kind == "comm" and op.axis == "tp" and op.comm == "all_gather":
+            j = next((j for j in range(i + 1, len(ops)) if ops[j].kind == "gemm"), None)
+            if j is not None:
+                out[j] = op
+    return out
 
 
 # Forward ops each selective-recompute module re-runs before the backward (Megatron-Core
