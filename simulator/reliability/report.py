@@ -216,8 +216,8 @@ docstring gives each effect's formula.
   adopted.
 * **Exposed DP time.** A fraction theta of the DP wire time per step on top of the engine,
   which grows as a ring's (n-1)/n at fixed work per GPU (340B H100: 0.30 -> 0.60 s of a
-  4.6 s step). Fitted freely (theta = 0.4), it brings 340B BF16 inside (-1.0 pp) but pushes
-  three out: both Nemotron-4 340B GB200 groups (+2.5 and +2.3 pp) and Nemotron-4 15B v25.02
+  4.6 s step). Fitted freely (theta = 0.45), it brings 340B BF16 inside (-0.7 pp) but pushes
+  three out: both Nemotron-4 340B GB200 groups (+2.4 and +2.2 pp) and Nemotron-4 15B v25.02
   (+2.1 pp). Set to the topology's `comm_overlap_slowdown` (0.18, not fitted), it brings
   340B BF16 inside (-1.9 pp) and pushes nobody out. But it charges the buckets' slowdown a
   second time (0.36 of them in all) with no effect to show for it. Not adopted.
@@ -227,7 +227,7 @@ docstring gives each effect's formula.
 * **Spine.** The 340B DP group (32 ranks, one per node) stays inside one 32-node scalable
   unit even at 2,048 GPUs; only the pipeline sends cross the non-blocking spine. The fit
   would want them 2.3x slower there (theta = 1.3). That brings 340B BF16 inside but pushes
-  both v25.04 Nemotron-4 340B groups outside (+2.6 and +3.4 pp): the same model on the same
+  both v25.04 Nemotron-4 340B groups outside (+2.6 and +3.5 pp): the same model on the same
   spine, in a later release, does not grow that way.
 
 No candidate brings more than one group inside. The two that bring one without pushing
