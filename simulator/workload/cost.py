@@ -32,7 +32,7 @@ from ..collectives import collective_time
 from ..compute import attention_time, gemm_time, memory_time
 from ..hardware import Placement, Topology
 from .context import AttnCost
-from .ops import REGATHER, Op
+from .ops import REGATHER, Op, nearest_gemm
 
 
 @dataclass(frozen=True)
@@ -211,9 +211,9 @@ def _overlap_partners(ops: list[Op], tp_overlap: bool, async_grad: bool = True
         if not tp_overlap:
             continue
         if op.comm == "all_gather":
-            j = next((j for j in range(i + 1, len(ops)) if ops[j].kind == "gemm"), None)
+            j = nearest_gemm(ops, i, +1)
         elif op.comm == "reduce_scatter":
-            j = next((j for j in range(i - 1, -1, -1) if ops[j].kind == "gemm"), None)
+            j = nearest_gemm(ops, i, -1)
         else:
             j = None
         if j is not None:

@@ -270,10 +270,17 @@ def _regathers(ops: list[Op]) -> dict[int, Op]:
     out: dict[int, Op] = {}
     for i, op in enumerate(ops):
         if op.kind == "comm" and op.axis == "tp" and op.comm == "all_gather":
-            j = next((j for j in range(i + 1, len(ops)) if ops[j].kind == "gemm"), None)
+            j = nearest_gemm(ops, i, +1)
             if j is not None:
                 out[j] = op
     return out
+
+
+def nearest_gemm(ops: list[Op], i: int, direction: int) -> int | None:
+    """Index of the first GEMM after (``direction`` +1) or before (-1) op ``i``, or None."""
+    stop = len(ops) if direction > 0 else -1
+    return next((j for j in range(i + direction, stop, direction) if ops[j].kind == "gemm"),
+                None)
 
 
 # Forward ops each selective-recompute module re-runs before the backward (Megatron-Core
