@@ -26,8 +26,9 @@ from .config import TopologyConfig, Workload, load_topology, load_workload
 from .engine import ListRecorder, NullRecorder, run_engine
 from .errors import ConfigError
 from .hardware import Topology
+from .reliability.variability import Variability, expected_step
 from .memory import estimate_memory
-from .metrics import Result, summarize
+from .metrics import Result, summarize, with_expected_step
 from .workload.plan import Plan, build_plan
 from .workload.validate import check_plan
 
@@ -71,9 +72,18 @@ def plan(workload: Ref, topology: TopologyRef, overrides: Overrides | None = Non
     return build_plan(w, Topology.from_config(t))
 
 
-def simulate_resolved(w: Workload, t: TopologyConfig, keep_records: bool = False
-                      ) -> tuple[Result, Plan, Any]:
+def simulate_resolved(w: Workload, t: TopologyConfig, keep_records: bool = False,
+                      variability: bool = True) -> tuple[Result, Plan, Any]:
     """Simulate an already validated configuration; returns (result, plan, engine run).
+
+    The step is the *expected* step: the engine's replay with every phase at the expected
+    pace of its slowest peer and the host noise of the job's nodes, from the topology's
+    ``reliability`` section (:func:`simulator.reliability.variability.expected_step`); a
+    real step waits for its slowest GPU, and the compute constants are fitted to real
+    steps on that basis. ``variability=False`` gives the ideal step (every GPU at its
+    modelled speed); ``result.step_time_ideal_s`` holds it either way, and
+    ``breakdown_s["variability"]`` the difference. The engine run (records, per-stage
+    times) is the ideal replay's.
 
     Without ``keep_records`` the plan's phases carry no op timelines (nothing reads
     them without the records; :func:`plan` gives the full plan)."""
@@ -81,12 +91,17 @@ def simulate_resolved(w: Workload, t: TopologyConfig, keep_records: bool = False
     p = build_plan(w, topo, ops=keep_records)
     run = run_engine(p.engine_input, ListRecorder() if keep_records else NullRecorder())
     mem = estimate_memory(w, topo, p.partition)
-    return summarize(p, run, mem), p, run
+    result = summarize(p, run, mem)
+    if variability:
+        v = Variability.of(w, t)
+        if not v.zero:
+            result = with_expected_step(result, expected_step(p.engine_input, v))
+    return result, p, run
 
 
 def simulate(workload: Ref, topology: TopologyRef, overrides: Overrides | None = None,
              topology_overrides: Overrides | None = None, seed: int | None = None,
-             **legacy: Any) -> Result:
+             variability: bool = True, **legacy: Any) -> Result:
     """Simulate one training step.
 
     Args:
@@ -97,9 +112,11 @@ def simulate(workload: Ref, topology: TopologyRef, overrides: Overrides | None =
         topology_overrides: dotted-path overrides of the topology, e.g.
             ``{"tiers.1.bandwidth_GBps": 100}``.
         seed: root seed (``training.seed``); MoE router draws derive from it.
+        variability: ``False`` for the ideal step, with no wait for slow peers or host
+            noise (see :func:`simulate_resolved`).
         **legacy: the older keyword spelling of ``overrides``, kept for
             existing scripts (``**{"parallelism.tensor": 4}``, ``parallelism__tensor=4``).
     """
     w, t = resolve(workload, topology, merge_overrides(overrides, seed, legacy),
                    topology_overrides)
-    return simulate_resolved(w, t)[0]
+    return simulate_resolved(w, t, variability=variability)[0]

@@ -54,16 +54,18 @@ def test_cli_run_loads_no_heavy_library():
     assert _loaded_after(code) == []
 
 
-def test_cli_run_loads_neither_reliability_models_nor_difflib_nor_simpy():
-    """Start-up budget (issue 16): --variability and did-you-mean hints load on use; the
-    plain run replays directly and never starts SimPy's event loop."""
+def test_cli_run_loads_neither_time_to_train_models_nor_difflib_nor_simpy():
+    """Start-up budget (issue 16): the Monte-Carlo and time-to-train models and the
+    did-you-mean hints load on use; the plain run replays directly and never starts SimPy's
+    event loop. The expected step's variability model is part of every step."""
     probe = ("import sys\nfrom simulator.cli.main import main\n"
              "assert main(['run', 'llama3-405b', '-t', 'dgx-h100', '--format', 'json']) == 0\n"
              "assert main(['run', 'mixtral-8x7b', '-t', 'dgx-h100', '--format', 'json']) == 0\n"
-             "print([m for m in ('simulator.reliability', 'difflib', 'simpy')"
-             " if m in sys.modules])")
+             "print([m for m in ('simulator.reliability.run', 'simulator.reliability.failures',"
+             " 'simulator.reliability.checkpoint', 'difflib', 'simpy') if m in sys.modules])\n"
+             "print('simulator.reliability.variability' in sys.modules)")
     out = _stdout(probe)
-    assert out.splitlines()[-1] == "[]"
+    assert out.splitlines()[-2:] == ["[]", "True"]
 
 
 def test_sweep_and_search_are_the_functions_even_after_the_subpackage_loads():

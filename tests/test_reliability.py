@@ -35,7 +35,8 @@ FAST = {"mc_runs": 20, "mc_steps": 4}
 
 def test_ideal_cluster_takes_tokens_over_throughput_exactly():
     r = time_to_train("tiny", "dgx-h100", 1e9, topology_overrides=IDEAL, **FAST)
-    step = simulate("tiny", "dgx-h100").step_time_s
+    step = simulate("tiny", "dgx-h100", variability=False).step_time_s
+    assert simulate("tiny", "dgx-h100", topology_overrides=IDEAL).step_time_s == step
     tokens_per_step = r.tokens_per_s * step
     assert r.step_time_mean_s == step and r.step_time_p99_s == step
     assert r.days == 1e9 / tokens_per_step * step / 86400
@@ -64,8 +65,13 @@ def test_step_grows_with_peer_count():
     def over(d):
         return {"parallelism.data": d, "training.global_batch_size": 2 * d}
     steps = [time_to_train("tiny", "dgx-h100", 1e9, overrides=over(d), **FAST).step_time_mean_s
-             / simulate("tiny", "dgx-h100", **over(d)).step_time_s for d in (1, 8, 64)]
+             / simulate("tiny", "dgx-h100", variability=False, **over(d)).step_time_s
+             for d in (1, 8, 64)]
     assert steps[0] < steps[1] < steps[2]
+    # the plain simulated step is that expected step
+    assert [simulate("tiny", "dgx-h100", **over(d)).step_time_s
+            / simulate("tiny", "dgx-h100", variability=False, **over(d)).step_time_s
+            for d in (1, 8, 64)] == pytest.approx(steps, rel=1e-12)
 
 
 def test_young_daly_formulas():
@@ -185,9 +191,13 @@ def test_user_interval_and_async_save():
 
 def test_simulate_with_variability_keeps_the_breakdown_summing_to_the_step():
     from simulator.reliability.run import simulate_with_variability
-    plain = simulate("tiny", "dgx-h100")
+    plain = simulate("tiny", "dgx-h100", variability=False)
     r = simulate_with_variability("tiny", "dgx-h100", steps=8)
     assert r.step_time_s > plain.step_time_s
+    expected = simulate("tiny", "dgx-h100")  # the same expected step, without percentiles
+    assert expected.step_time_s == r.step_time_s and expected.breakdown_s == r.breakdown_s
+    assert expected.step_time_p50_s == expected.step_time_p99_s == expected.step_time_s
+    assert r.step_time_ideal_s == expected.step_time_ideal_s == plain.step_time_s
     assert sum(r.breakdown_s.values()) == pytest.approx(r.step_time_s, rel=1e-12)
     assert r.step_time_p50_s <= r.step_time_p99_s
     assert r.tokens_per_s * r.step_time_s == pytest.approx(plain.tokens_per_s * plain.step_time_s)
@@ -225,8 +235,10 @@ def test_every_run_level_constant_has_a_source(name):
 
 
 def test_run_variability_flag_scales_every_rate_by_the_expected_step(capsys):
-    assert main(["run", "tiny", "-t", "dgx-h100", "--format", "json"]) == 0
+    assert main(["run", "tiny", "-t", "dgx-h100", "--format", "json", "--ideal"]) == 0
     ideal = json.loads(capsys.readouterr().out)
+    assert "variability" not in ideal["breakdown_s"]
+    assert ideal["step_time_s"] == ideal["step_time_ideal_s"]
     assert main(["run", "tiny", "-t", "dgx-h100", "--format", "json", "--variability",
                  "--steps", "16"]) == 0
     noisy = json.loads(capsys.readouterr().out)
@@ -242,6 +254,13 @@ def test_run_variability_flag_scales_every_rate_by_the_expected_step(capsys):
     assert noisy["step_time_p50_s"] <= noisy["step_time_p99_s"]
     assert main(["run", "tiny", "-t", "dgx-h100", "--variability"]) == 0
     assert "p50 / p99" in capsys.readouterr().out
+    assert main(["run", "tiny", "-t", "dgx-h100", "--format", "json"]) == 0
+    plain = json.loads(capsys.readouterr().out)  # the expected step, no percentiles drawn
+    assert plain["step_time_s"] == noisy["step_time_s"]
+    assert plain["step_time_p50_s"] == plain["step_time_p99_s"] == plain["step_time_s"]
+    assert main(["run", "tiny", "-t", "dgx-h100"]) == 0
+    table = capsys.readouterr().out
+    assert "ideal step" in table and "p50 / p99" not in table
 
 
 FP8_PP1 = {"training.precision": "fp8", "parallelism.pipeline": 1, "parallelism.data": 2}

@@ -18,6 +18,7 @@ from simulator.hardware import Topology
 from simulator.schedules import SCHEDULES
 from simulator.sweep import search
 from simulator.sweep.candidates import DEFAULT_SCHEDULES, schedule_names, shapes
+from simulator import simulate
 from simulator.sweep.search_tasks import step_lower_bound
 from simulator.workload.plan import build_plan
 from simulator.workload.validate import check_plan
@@ -92,9 +93,11 @@ def test_schedule_plans_reproduce_with_simulate(both):
     rank = int(rows["rank"].iloc[0])
     over = wide.overrides_for(rank)
     assert over["parallelism.pipeline_schedule"] == rows["schedule"].iloc[0]
-    w, t = resolve("tiny", "dgx-h100", over)
-    step = run_engine(build_plan(w, Topology.from_config(t)).engine_input).step_time
+    step = simulate("tiny", "dgx-h100", overrides=over).step_time_s  # the expected step
     assert step == pytest.approx(float(rows["step_time_s"].iloc[0]), rel=1e-9)
+    w, t = resolve("tiny", "dgx-h100", over)
+    ideal = run_engine(build_plan(w, Topology.from_config(t)).engine_input).step_time
+    assert ideal == pytest.approx(float(rows["step_time_ideal_s"].iloc[0]), rel=1e-9)
 
 
 def test_cli_table_and_csv_show_the_schedule(capsys):

@@ -25,6 +25,6 @@ square that a causal kernel skips (see docs/mfu_hfu.md).
 
 from __future__ import annotations
 
-from .result import Result, summarize
+from .result import Result, summarize, with_expected_step
 
-__all__ = ["Result", "summarize"]
+__all__ = ["Result", "summarize", "with_expected_step"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -62,10 +62,14 @@ class Result:
     interval_coverage: float = COVERAGE
     interval_basis: str = ""
     # Percentiles of the step over a seeded Monte-Carlo of per-GPU jitter, slow nodes and
-    # host noise (simulator.reliability.variability); a plain simulate() replays no noise,
-    # so both equal step_time_s.
+    # host noise (simulator.reliability.variability; `run --variability`); without that
+    # Monte-Carlo both equal step_time_s.
     step_time_p50_s: float = 0.0
     step_time_p99_s: float = 0.0
+    # The step with no variability at all (every GPU at its modelled speed, no host noise):
+    # step_time_s is this plus breakdown_s["variability"], the expected cost of waiting for
+    # the slowest peer (simulator.reliability.variability.expected_step).
+    step_time_ideal_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, nested dicts and lists copied: ``dataclasses.asdict`` without its
@@ -183,6 +187,7 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         memory_margin_GB=memory.margin_bytes / 1e9,
         memory_breakdown_GB=memory.worst.breakdown_GB(), imbalance=imbalance,
         critical_stage=crit, events=run.events, step_time_p50_s=step, step_time_p99_s=step,
+        step_time_ideal_s=step,
         notes=notes + ([] if memory.fits else [f"does not fit: {memory.explain()}"])
         + list(band.notes),
         interval_coverage=band.coverage, interval_basis=band.basis, **ranges,
@@ -201,3 +206,33 @@ def _ranges(low: float | None, high: float | None, tokens: float, mfu_s: float
     return {"step_time_interval_s": {"low": low, "high": high},
             "tokens_per_s_interval": {"low": tokens / high, "high": tokens / low},
             "mfu_interval": {"low": mfu_s / high, "high": mfu_s / low}}
+
+
+def with_expected_step(result: Result, mean_s: float, p50_s: float | None = None,
+                       p99_s: float | None = None) -> Result:
+    """``result`` (an ideal step: ``step_time_s == step_time_ideal_s``) with its step set to
+    the expected step ``mean_s`` (s). Every per-second figure (tokens/s, TFLOP/s, MFU, HFU,
+    the bubble fraction and the intervals) follows by the factor ideal / expected;
+    ``breakdown_s`` gains ``variability`` (expected minus ideal), so its parts still sum to
+    the step. ``p50_s`` / ``p99_s``: Monte-Carlo percentiles (s), default ``mean_s``."""
+    scale = result.step_time_ideal_s / mean_s
+
+    def band(iv: dict | None, inverse: bool) -> dict | None:
+        if not iv or iv.get("low") is None:
+            return iv
+        f = 1 / scale if inverse else scale
+        return {"low": iv["low"] * f, "high": iv["high"] * f}
+
+    p50 = mean_s if p50_s is None else p50_s
+    p99 = mean_s if p99_s is None else p99_s
+    return replace(result, step_time_s=mean_s, tokens_per_s=result.tokens_per_s * scale,
+                   model_tflops_per_gpu=result.model_tflops_per_gpu * scale,
+                   model_tflops_per_gpu_causal=result.model_tflops_per_gpu_causal * scale,
+                   mfu=result.mfu * scale, hfu=result.hfu * scale,
+                   bubble_fraction=result.bubble_fraction * scale,
+                   breakdown_s={**result.breakdown_s,
+                                "variability": mean_s - result.step_time_ideal_s},
+                   step_time_interval_s=band(result.step_time_interval_s, True),
+                   tokens_per_s_interval=band(result.tokens_per_s_interval, False),
+                   mfu_interval=band(result.mfu_interval, False),
+                   step_time_p50_s=p50, step_time_p99_s=p99)

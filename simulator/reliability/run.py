@@ -25,6 +25,7 @@ import numpy as np
 from ..api import Overrides, Ref, TopologyRef, resolve, simulate_resolved
 from ..config import TopologyConfig, Workload
 from ..errors import ConfigError
+from ..metrics import with_expected_step
 from .checkpoint import Checkpoint
 from .energy import MWH, it_energy_J
 from .failures import (
@@ -118,7 +119,7 @@ def time_to_train_resolved(w: Workload, t: TopologyConfig, tokens: float,
                            async_save: bool = False, mc_runs: int = 200, mc_steps: int = 64
                            ) -> TimeToTrain:
     """:func:`time_to_train` on an already validated configuration."""
-    result, plan, _ = simulate_resolved(w, t)
+    result, plan, _ = simulate_resolved(w, t, variability=False)
     seed, n = w.training.seed, w.parallelism.num_gpus
     steps = step_distribution(plan.engine_input, Variability.of(w, t), seed, mc_steps)
     tokens_per_step = w.training.global_batch_size * w.model.seq_length
@@ -201,35 +202,18 @@ def simulate_with_variability(workload: Ref, topology: TopologyRef,
     to the step) and whose ``step_time_p50_s`` / ``step_time_p99_s`` come from ``steps``
     seeded Monte-Carlo replays."""
     w, t = resolve(workload, topology, overrides, topology_overrides, seed)
-    result, plan, _ = simulate_resolved(w, t)
+    result, plan, _ = simulate_resolved(w, t, variability=False)
     return with_variability(result, plan.engine_input, w, t, steps)
 
 
 def with_variability(result, engine_input, w: Workload, t: TopologyConfig, steps: int = 64):
-    """``result`` (an ideal-step :class:`~simulator.Result`) with the topology's step
-    variability applied: ``step_time_s`` becomes the expected step and every per-second
-    figure (throughput, TFLOP/s, MFU, HFU, the interval) follows it by the same factor;
-    ``breakdown_s`` gains ``variability`` (expected minus ideal step, so the parts still sum
-    to the step); ``step_time_p50_s`` / ``step_time_p99_s`` come from ``steps`` seeded
-    Monte-Carlo replays (seed: ``training.seed``)."""
+    """``result`` (an ideal-step :class:`~simulator.Result`, from
+    ``simulate_resolved(..., variability=False)``) with the topology's step variability
+    applied (:func:`simulator.metrics.with_expected_step`: the expected step, per-second
+    figures following it, ``breakdown_s["variability"]``) and ``step_time_p50_s`` /
+    ``step_time_p99_s`` from ``steps`` seeded Monte-Carlo replays (seed:
+    ``training.seed``)."""
     if not 1 <= steps <= 100_000:
         raise ConfigError("steps", steps, "an integer from 1 to 100000")
     d = step_distribution(engine_input, Variability.of(w, t), w.training.seed, steps)
-    scale = result.step_time_s / d.mean_s  # per-second figures scale by ideal / expected
-
-    def band(iv, inverse: bool):
-        if not iv or iv.get("low") is None:
-            return iv
-        f = 1 / scale if inverse else scale
-        return {"low": iv["low"] * f, "high": iv["high"] * f}
-
-    return replace(result, step_time_s=d.mean_s, tokens_per_s=result.tokens_per_s * scale,
-                   model_tflops_per_gpu=result.model_tflops_per_gpu * scale,
-                   model_tflops_per_gpu_causal=result.model_tflops_per_gpu_causal * scale,
-                   mfu=result.mfu * scale, hfu=result.hfu * scale,
-                   bubble_fraction=result.bubble_fraction * scale,
-                   breakdown_s={**result.breakdown_s, "variability": d.mean_s - d.ideal_s},
-                   step_time_interval_s=band(result.step_time_interval_s, True),
-                   tokens_per_s_interval=band(result.tokens_per_s_interval, False),
-                   mfu_interval=band(result.mfu_interval, False),
-                   step_time_p50_s=d.p50_s, step_time_p99_s=d.p99_s)
+    return with_expected_step(result, d.mean_s, d.p50_s, d.p99_s)

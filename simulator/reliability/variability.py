@@ -61,8 +61,14 @@ from ..engine import EngineInput, NullRecorder, run_engine
 
 STEP_STREAM = 0x5354  # SeedSequence spawn-key tag of the step draws ("ST")
 _Z = np.linspace(-9.0, 12.0, 8401)  # grid of standard-normal values for max-of-N tables
-_LOG_PHI = np.log(np.array([0.5 * math.erfc(-z / math.sqrt(2.0)) for z in _Z]))
 _PDF = np.exp(-0.5 * _Z**2) / math.sqrt(2.0 * math.pi)
+
+
+@lru_cache(maxsize=1)
+def _log_phi() -> np.ndarray:
+    """log Phi(z) on the grid ``_Z`` (built on first use: every ``simulate`` imports this
+    module, and the table costs a few milliseconds)."""
+    return np.log(np.array([0.5 * math.erfc(-z / math.sqrt(2.0)) for z in _Z]))
 
 
 @dataclass(frozen=True)
@@ -112,12 +118,13 @@ def replay(inp: EngineInput) -> float:
     return run_engine(inp, NullRecorder()).step_time
 
 
+@lru_cache(maxsize=1024)
 def expected_max_lognormal(sigma: float, n: int) -> float:
     """E[max of n i.i.d. exp(sigma Z)], Z standard normal:
     the integral of ``e^{sigma z} n phi(z) Phi(z)^{n-1}`` over z (trapezoid on a grid)."""
     if sigma == 0:
         return 1.0
-    dens = n * _PDF * np.exp((n - 1) * _LOG_PHI)
+    dens = n * _PDF * np.exp((n - 1) * _log_phi())
     return float(np.trapezoid(np.exp(sigma * _Z) * dens, _Z))
 
 
@@ -142,7 +149,7 @@ def harmonic(n: int) -> float:
 @lru_cache(maxsize=256)
 def _max_cdf(n: int) -> np.ndarray:
     """CDF of the largest of n standard normals on the grid ``_Z``: Phi(z)^n."""
-    return np.exp(n * _LOG_PHI)
+    return np.exp(n * _log_phi())
 
 
 def max_normal_quantile(n: int, u: np.ndarray) -> np.ndarray:
@@ -171,19 +178,33 @@ def expected_step(inp: EngineInput, v: Variability) -> float:
     if v.zero:
         return replay(inp)
     jit = expected_max_lognormal(v.sigma, v.peers)
-    wait = v.barrier_s
-
-    def scaled(factor: float) -> float:
-        stage = np.full(inp.fwd.shape[0], factor)
-        per = stage[:, None, None]
-        return replay(perturb(inp, np.broadcast_to(per, inp.fwd.shape),
-                              np.broadcast_to(per, inp.bwd.shape), stage, wait, wait))
-
-    step = scaled(jit)
+    step = replay(expected_input(inp, v))
     p_any = 1.0 - (1.0 - v.slow_fraction) ** v.job_nodes
     if p_any > 0 and v.slowdown > 0:
-        step = (1.0 - p_any) * step + p_any * scaled(jit * (1.0 + v.slowdown))
-    return step + v.host_noise_s * harmonic(v.job_nodes)
+        step = (1.0 - p_any) * step + p_any * replay(
+            expected_input(inp, v, jit * (1.0 + v.slowdown)))
+    return step + host_term(v)
+
+
+def expected_input(inp: EngineInput, v: Variability, factor: float | None = None
+                   ) -> EngineInput:
+    """The engine input with every phase and the optimizer scaled by ``factor`` (default:
+    the jitter's E[max of N], no slow node) and the expected barrier wait added to every
+    phase: what :func:`expected_step` replays. The replay keeps each stage's order of
+    steps, so its step never falls when a phase grows: a lower bound on this input's step
+    (the plan search's) bounds the expected step too, less :func:`host_term`."""
+    factor = expected_max_lognormal(v.sigma, v.peers) if factor is None else factor
+    wait = v.barrier_s
+    stage = np.full(inp.fwd.shape[0], factor)
+    per = stage[:, None, None]
+    return perturb(inp, np.broadcast_to(per, inp.fwd.shape),
+                   np.broadcast_to(per, inp.bwd.shape), stage, wait, wait)
+
+
+def host_term(v: Variability) -> float:
+    """Expected host delay added to a step, s: ``host_noise_s * H_J`` over the job's J
+    nodes."""
+    return v.host_noise_s * harmonic(v.job_nodes)
 
 
 def step_rng(seed: int, step: int) -> np.random.Generator:

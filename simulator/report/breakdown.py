@@ -25,12 +25,12 @@ import pandas as pd
 from ..errors import ConfigError
 from .figures import COLORS, LABELS, new_figure, plan_label, time_unit, wrap_title
 
-COMPONENTS = ("compute", "tp", "cp", "ep", "pp", "dp", "bubble")
+COMPONENTS = ("compute", "tp", "cp", "ep", "pp", "dp", "host", "bubble", "variability")
 
 
 def breakdown_frame(results: Sequence[Any], labels: Sequence[str] | None = None
                     ) -> pd.DataFrame:
-    """One row per result: ``label``, the seven components (s), ``step_time_s``.
+    """One row per result: ``label``, the :data:`COMPONENTS` (s), ``step_time_s``.
 
     A plan that does not fit in GPU memory says so in its label: its timing
     assumes memory it does not have.

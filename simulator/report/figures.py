@@ -39,6 +39,8 @@ COLORS = {
     "pp": "#d62728",
     "dp": "#17becf",
     "bubble": "#c7c7c7",
+    "host": "#98df8a",
+    "variability": "#ffbb78",
     "forward": "#1f77b4",
     "backward": "#2ca02c",
     "recompute": "#bcbd22",
@@ -54,6 +56,8 @@ LABELS = {
     "pp": "exposed PP comm",
     "dp": "exposed DP comm",
     "bubble": "pipeline bubble",
+    "host": "host launch stall",
+    "variability": "waiting for the slowest peer",
 }
 
 

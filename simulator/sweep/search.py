@@ -167,8 +167,9 @@ def _row(rank: int, f: Fit) -> dict[str, Any]:
     row: dict[str, Any] = {"rank": rank, "plan": s.label(), "tp": s.tp, "pp": s.pp, "vp": s.vp,
                            "cp": s.cp, "ep": s.ep, "dp": s.dp, "mbs": s.mbs,
                            "recompute": f.recompute, "sp": s.sp, "schedule": s.schedule}
-    for k in ("tokens_per_s", "step_time_s", "mfu", "hfu", "model_tflops_per_gpu",
-              "bubble_fraction", "memory_per_gpu_GB", "memory_margin_GB"):
+    for k in ("tokens_per_s", "step_time_s", "step_time_ideal_s", "mfu", "hfu",
+              "model_tflops_per_gpu", "bubble_fraction", "memory_per_gpu_GB",
+              "memory_margin_GB"):
         row[k] = o.get(k, float("nan"))  # a store written before a metric existed lacks it
     row.update({k: v for k, v in o.items() if k.startswith("breakdown_s.")})
     row["bound_s"] = f.bound_s

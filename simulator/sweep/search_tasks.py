@@ -66,6 +66,7 @@ from ..engine import EngineInput
 from ..errors import ConfigError
 from ..hardware import Topology
 from ..memory import estimate_memory
+from ..reliability.variability import Variability, expected_input, host_term
 from ..schedules import FusedStep, Route, Schedule, is_fused
 from ..workload.moe_layer import source_tokens
 from ..workload.ops import dims
@@ -154,6 +155,16 @@ def draw_group(w: Workload) -> tuple:
     return source_tokens(w, dims(w).T) * w.parallelism.expert, w.num_microbatches
 
 
+def expected_lower_bound(inp: EngineInput, w: Workload, t: TopologyConfig) -> float:
+    """Seconds the simulated (expected) step cannot beat: :func:`step_lower_bound` of the
+    input with the variability's expected phase factors and barrier waits, plus the host
+    term (:func:`simulator.reliability.variability.expected_input`)."""
+    v = Variability.of(w, t)
+    if v.zero:
+        return step_lower_bound(inp)
+    return step_lower_bound(expected_input(inp, v)) + host_term(v)
+
+
 def fit_and_bound_group(items: list[tuple[Workload, TopologyConfig]]
                         ) -> list[tuple[str | None, tuple[float, ...], float, str | None]]:
     """:func:`fit_and_bound` of each item, in one task."""
@@ -177,7 +188,7 @@ def fit_and_bound(item: tuple[Workload, TopologyConfig]
             tried.append(mem.memory_per_gpu_GB)
             if mem.fits:
                 cheap = build_plan(wr, topo, bound_only=True)  # phase times only
-                return rc, tuple(tried), step_lower_bound(cheap.engine_input), None
+                return rc, tuple(tried), expected_lower_bound(cheap.engine_input, wr, t), None
     except ConfigError as exc:
         return None, tuple(tried), float("inf"), exc.message()
     return None, tuple(tried), float("inf"), None
