@@ -26,9 +26,9 @@ from .config import TopologyConfig, Workload, load_topology, load_workload
 from .engine import ListRecorder, NullRecorder, run_engine
 from .errors import ConfigError
 from .hardware import Topology
-from .reliability.variability import Variability, expected_step
 from .memory import estimate_memory
 from .metrics import Result, summarize, with_expected_step
+from .reliability.variability import Variability, expected_step
 from .workload.plan import Plan, build_plan
 from .workload.validate import check_plan
 

@@ -10,9 +10,11 @@ faster fabric help this plan?" (elasticity to ``tiers.N.bandwidth_GBps`` near 0:
 
 Every numeric (float) field of the topology's ``gpu`` block (nested ones such as
 ``peak_tflops.bf16`` too) and of each network tier is perturbed, discovered from the schema
-so that constants added later are covered. Central finite differences in log space: the
-constant is scaled by ``1 - step`` and ``1 + step`` (default 10 %; a bounded field, such as an
-efficiency near 1, that rejects the upper value is differenced one-sidedly) and
+so that constants added later are covered, and the ``reliability`` constants of the expected
+step (:data:`VARIABILITY`: jitter, slow nodes, host and barrier noise). Central finite
+differences in log space: the constant is scaled by ``1 - step`` and ``1 + step`` (default
+10 %; a bounded field, such as an efficiency near 1, that rejects the upper value is
+differenced one-sidedly) and
 ``E = (ln y+ - ln y-) / (ln x+ - ln x-)``. Integer structural fields (tier ``size``) and zero
 constants have no elasticity and are skipped.
 """
@@ -64,7 +66,15 @@ def constants(t: TopologyConfig) -> list[tuple[str, float]]:
     walk(t.gpu, "gpu.")
     for i, tier in enumerate(t.tiers):
         walk(tier, f"tiers.{i}.")
+    # the step-variability constants: every predicted step is the expected step
+    out += [(f"reliability.{n}", v) for n in VARIABILITY
+            if isinstance(v := getattr(t.reliability, n), float) and v != 0.0]
     return out
+
+
+# reliability fields the expected step reads (simulator.reliability.variability)
+VARIABILITY = ("jitter_sigma", "host_noise_s", "sync_noise_s", "slow_node_fraction",
+               "slow_node_slowdown")
 
 
 def _run(w, topology, topo_over: dict[str, Any]) -> tuple[float, float] | None:

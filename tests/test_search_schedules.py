@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from simulator import simulate
 from simulator.api import resolve
 from simulator.cli.main import main
 from simulator.engine import run_engine
@@ -18,7 +19,6 @@ from simulator.hardware import Topology
 from simulator.schedules import SCHEDULES
 from simulator.sweep import search
 from simulator.sweep.candidates import DEFAULT_SCHEDULES, schedule_names, shapes
-from simulator import simulate
 from simulator.sweep.search_tasks import step_lower_bound
 from simulator.workload.plan import build_plan
 from simulator.workload.validate import check_plan
