@@ -43,6 +43,13 @@ come from one engine replay per end (the stage that ends the step, its records):
   DGX SuperPOD scalable unit of 32 nodes) run ``1 + theta`` times slower (flow
   collisions in the spine); the topology's spine is non-blocking, so ``theta`` should be
   0 there; the fit says how much the data would want. Linear in the doubling replay.
+* ``slow_nodes``: persistently slow nodes (stragglers that health checks miss), each node
+  slow with probability ``f`` and then ``1 + d`` times slower; one slow node paces the
+  whole synchronous step, so the expected step gains ``(1 - (1 - f)^J) * d * step`` on a
+  job of ``J`` nodes (first order in ``d``: :func:`.variability.expected_step` replays the
+  slow case exactly). It saturates in ``J``, unlike the jitter's ``sqrt(2 ln N)``, and is
+  the one candidate that also predicts a spread between two runs of the same job (whether
+  the job drew a slow node), as the replicates show. ``theta = (f, d)`` on a grid.
 
 Run (about 20 s)::
 
@@ -52,6 +59,7 @@ Run (about 20 s)::
 from __future__ import annotations
 
 import argparse
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -86,6 +94,7 @@ class EndFeatures:
     p2p_doubling_s: float  # step(every p2p x 2) - step
     spans_top_tier: bool  # PP sends cross the top tier of a 3-tier fabric
     slowdown: float  # gpu.comm_overlap_slowdown of the end's topology
+    job_nodes: int = 1  # nodes of the whole job
 
 
 def end_features(end: Endpoint) -> EndFeatures:
@@ -106,7 +115,8 @@ def end_features(end: Endpoint) -> EndFeatures:
                        gather_hidden_s=ag - st.param_gather_exposed,
                        buckets_overlapped_s=overlapped, tail_hidden_s=tail,
                        optimizer_s=st.optimizer, p2p_doubling_s=doubled,
-                       spans_top_tier=end.pp_span >= 2, slowdown=sl)
+                       spans_top_tier=end.pp_span >= 2, slowdown=sl,
+                       job_nodes=end.var.job_nodes)
 
 
 @dataclass(frozen=True)
@@ -131,13 +141,16 @@ CANDIDATES = (
     Candidate("nic_contention", (1.0,), lambda f, t: f.dp_wire_s / f.step_s * f.p2p_doubling_s),
     Candidate("spine_p2p", tuple(np.round(np.linspace(0.0, 3.0, 31), 3)),
               lambda f, t: t * f.p2p_doubling_s if f.spans_top_tier else 0.0),
+    Candidate("slow_nodes", tuple(itertools.product((1e-4, 3e-4, 1e-3, 2e-3, 5e-3),
+                                                    (0.02, 0.05, 0.1, 0.15))),
+              lambda f, t: (1.0 - (1.0 - t[0]) ** f.job_nodes) * t[1] * f.step_s),
 )
 
 
 @dataclass(frozen=True)
 class ProbeResult:
     name: str
-    theta: float  # fitted on all groups
+    theta: float | tuple[float, ...]  # fitted on all groups
     fitted: bool  # False: the candidate has one value, nothing fitted
     rows: list[dict]  # per group: measured, held-out prediction (pp), held-out theta
 
@@ -156,15 +169,20 @@ def probe(groups: list[Group], table: np.ndarray, feats: list[tuple[EndFeatures,
         err2 = (pred - meas[:, None, None, None]) ** 2
         total = err2.sum(axis=0)
         if total.min() < best_all[0]:
-            best_all = (float(total.min()), float(theta))
+            best_all = (float(total.min()), _theta(theta))
         for k in range(n):
             others = total - err2[k]
             i = np.unravel_index(int(np.argmin(others)), others.shape)
             if others[i] < held[k][0]:
-                held[k] = (float(others[i]), float(pred[(k, *i)]), float(theta))
+                held[k] = (float(others[i]), float(pred[(k, *i)]), _theta(theta))
     rows = [{"group": g.name, "measured_pp": 100 * meas[k], "held_out_pp": 100 * held[k][1],
              "held_out_theta": held[k][2]} for k, g in enumerate(groups)]
     return ProbeResult(cand.name, best_all[1], len(cand.grid) > 1, rows)
+
+
+def _theta(theta) -> float | tuple[float, ...]:
+    """A grid point as plain floats (a tuple for a candidate with several parameters)."""
+    return tuple(float(x) for x in theta) if isinstance(theta, tuple) else float(theta)
 
 
 def outside(res: ProbeResult) -> set[str]:
@@ -180,7 +198,9 @@ def render(results: list[ProbeResult]) -> str:
     for res in results:
         err = [abs(r["held_out_pp"] - r["measured_pp"]) for r in res.rows]
         out = outside(res)
-        theta = f"{res.theta:g}" if res.fitted else "not fitted"
+        theta = ("not fitted" if not res.fitted else
+                 ", ".join(f"{x:g}" for x in res.theta) if isinstance(res.theta, tuple)
+                 else f"{res.theta:g}")
         lines.append(f"| {res.name} | {theta} | {len(res.rows) - len(out)} / "
                      f"{len(res.rows)} | {np.mean(err):.2f} pp | {max(err):.1f} pp | "
                      f"{', '.join(sorted(base - out)) or '-'} | "
