@@ -205,6 +205,14 @@ def test_cli_writes_valid_json(trace_cli, tmp_path):
     assert overlaps(trace) == []
     assert trace["otherData"]["workload"] == "tiny-gpt"
     assert list(tmp_path.iterdir()) == [out]  # the temporary file was renamed, not left
+    # the events are the ideal replay; the summary also carries the expected step
+    from simulator import simulate
+    r = simulate("tiny", "dgx-h100")
+    info = trace["otherData"]
+    assert info["step_time_s"] == r.step_time_ideal_s
+    assert info["step_time_expected_s"] == r.step_time_s > r.step_time_ideal_s
+    assert max(e["ts"] + e["dur"] for e in trace["traceEvents"] if e["ph"] == "X") \
+        <= r.step_time_ideal_s * 1e6 * (1 + 1e-9)
 
 
 def test_cli_errors_exit_2(trace_cli, tmp_path, capsys):

@@ -188,7 +188,10 @@ def _summary(plan: Any, engine: Any, result: Any) -> dict[str, Any]:
     info: dict[str, Any] = {"workload": w.model.name, "topology": plan.topo.name,
                             "step_time_s": float(engine.step_time)}
     if result is not None:
+        # the events are the ideal replay; the result's step adds the expected waits for
+        # the slowest peers (breakdown_s["variability"]), which no event shows
         info.update(plan=result.plan, mfu=float(result.mfu),
+                    step_time_expected_s=float(result.step_time_s),
                     breakdown_s={k: float(v) for k, v in result.breakdown_s.items()})
     return info
 
