@@ -275,22 +275,25 @@ def _barrier_case(extra: dict, noise: float = 1e-3):
 
 def test_fp8_delayed_scaling_waits_at_every_phase_barrier():
     # One stage, two micro-batches: four phases in a row, each closed by the amax
-    # all-reduce of TP 2 x DP 2 = 4 GPUs; each waits for the last of 4 exponentials.
+    # all-reduce of TP 2 x DP 2 = 4 GPUs; the TP pair arrives together from its last TP
+    # collective, so each phase waits for the last of 2 exponentials (the DP replicas).
     inp, v, ideal = _barrier_case({})
-    assert v.barrier_peers == 4 and inp.fwd.size + inp.bwd.size == 4
-    assert expected_step(inp, v) == pytest.approx(ideal + 4 * 1e-3 * harmonic(4), rel=1e-12)
+    assert v.barrier_peers == 2 and inp.fwd.size + inp.bwd.size == 4
+    assert expected_step(inp, v) == pytest.approx(ideal + 4 * 1e-3 * harmonic(2), rel=1e-12)
 
 
 @pytest.mark.parametrize("extra, peers", [
     ({"training.precision": "bf16"}, 1),
     ({"training.fp8_recipe": "tensorwise"}, 1),
     ({"training.fp8_recipe": "mxfp8"}, 1),
-    ({"training.tp_only_amax_red": True}, 2),
+    ({"training.tp_only_amax_red": True}, 1),  # TP 2 x CP 1: one arrival, no wait
+    ({"parallelism.data": 4}, 4),
 ])
 def test_only_delayed_scaling_over_the_data_parallel_group_is_a_job_wide_barrier(extra, peers):
     inp, v, ideal = _barrier_case(extra)
     assert v.barrier_peers == peers
-    expected = ideal + 4 * 1e-3 * harmonic(peers) if peers > 1 else ideal
+    phases = inp.fwd.size + inp.bwd.size  # one stage: the phases run back to back
+    expected = ideal + phases * 1e-3 * harmonic(peers) if peers > 1 else ideal
     assert expected_step(inp, v) == pytest.approx(expected, rel=1e-12)
 
 

@@ -102,8 +102,8 @@ class ReliabilityConfig(Schema):
     ``slow_node_fraction`` of nodes is persistently ``slow_node_slowdown`` slower; every node
     adds an exponential host / synchronisation delay of mean ``host_noise_s`` per step, and the
     step waits for the slowest node; at every job-wide barrier inside the step (FP8 delayed
-    scaling's amax all-reduce) each GPU arrives an exponential ``sync_noise_s`` late on
-    average, and the barrier waits for the last one. Failures
+    scaling's amax all-reduce) each replica (its TP ranks arrive together) arrives an
+    exponential ``sync_noise_s`` late on average, and the barrier waits for the last one. Failures
     (:mod:`simulator.reliability.failures`): Poisson rates per GPU-day, node-day, link-day (one
     link per GPU: its NIC, cable and switch port) and GPU-day for software causes that stop the
     whole job (any rank can start one), and the restart time after each.

@@ -31,13 +31,16 @@ Three effects, all from ``topology.reliability`` (units: fractions and seconds):
   ``fp8_autocast`` exits (Megatron-Core TransformerBlock passes
   ``get_amax_reduction_group(with_context_parallel=True)`` as TE's ``fp8_group``; TE
   reduces at the exit of the forward and again in the backward), so each forward and
-  backward phase ends at a barrier of all ``n`` peers instead of only its TP group. Each
-  GPU reaches it an exponential ``sync_noise_s`` late on average (kernel launch queue,
-  Python, OS noise: host-side, so not proportional to the phase), and the barrier waits
-  for the last: ``sync_noise_s * H_n`` per phase. This is why FP8 jobs with many short
+  backward phase ends at a barrier of the whole group instead of only its TP group. The TP
+  ranks of one replica arrive together: they have just met at the chunk's last TP
+  collective (the FC2 reduce-scatter or all-reduce, Megatron-Core row-parallel linear), so
+  the group's ``n`` independent arrivals are its DP x CP replicas. Each arrives an
+  exponential ``sync_noise_s`` late on average (kernel launch queue, Python, OS noise:
+  host-side, so not proportional to the phase), and the barrier waits for the last:
+  ``sync_noise_s * H_n`` per phase. This is why FP8 jobs with many short
   chunks (deep interleaved pipelines) grow more with scale than the same job in BF16
   (validation/analysis.md, item 2). Current-scaling, MXFP8 and blockwise recipes, and
-  ``--tp-only-amax-red``, reduce inside the TP group or not at all.
+  ``--tp-only-amax-red``, reduce inside the TP (x CP) group or not at all.
 
 Two views of the same model: :func:`expected_step` replays the *expected* factors once
 (deterministic, used for throughput; exact for the host term, and a first-order value
@@ -129,16 +132,20 @@ def expected_max_lognormal(sigma: float, n: int) -> float:
 
 
 def amax_group(w: Workload) -> int:
-    """GPUs that meet at the amax all-reduce closing every phase: the stage's TP x DP x CP
-    ranks (``num_gpus / pp``) for FP8 delayed scaling, TP x CP with ``tp_only_amax_red``,
-    1 (no barrier) for other precisions and recipes (Megatron-Core parallel_state
-    ``get_amax_reduction_group``)."""
+    """Independent arrivals at the amax all-reduce closing every phase: the reduction group
+    (Megatron-Core parallel_state ``get_amax_reduction_group``: the stage's TP x DP x CP
+    ranks for FP8 delayed scaling, TP x CP with ``tp_only_amax_red``) over TP, whose ranks
+    arrive together from the chunk's last TP collective; 1 (no barrier) for other
+    precisions and recipes. Counting the TP ranks as separate arrivals gave the same growth
+    with scale but charged deep FP8 pipelines ~2x more in absolute terms, against their
+    measured FP8 speed-ups (FP8 objective 0.00118 -> 0.00093 on H100, 0.00181 -> 0.00114
+    on GB200, reports/validation.md)."""
     p, tr = w.parallelism, w.training
     if tr.precision != "fp8" or tr.fp8_recipe != "delayed":
         return 1
     if tr.tp_only_amax_red:
-        return p.tensor * p.context
-    return p.num_gpus // p.pipeline
+        return p.context
+    return p.num_gpus // p.pipeline // p.tensor
 
 
 def harmonic(n: int) -> float:
