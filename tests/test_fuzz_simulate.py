@@ -96,6 +96,10 @@ GPU = {"gemm_efficiency": [0.01, 1.0], "attention_efficiency": [0.01, 1.0],
        "memory_bandwidth_efficiency": [0.3, 1.0], "fp8_gemm_efficiency": [0.5],
        "gemm_half_dim": [0.0, 1e-6, 1000.0], "kernel_overhead_us": [0.0, 100.0],
        "framework_memory_GB": [0.0, 10.0]}
+# the step variability every simulated step carries (the expected step)
+RELIABILITY = {"gpus_per_node": [1, 4, 8], "jitter_sigma": [0.0, 0.015, 1.0],
+               "host_noise_s": [0.0, 0.01, 1e3], "sync_noise_s": [0.0, 1e-4, 1.0],
+               "slow_node_fraction": [0.0, 0.01, 1.0], "slow_node_slowdown": [0.0, 0.2, 10.0]}
 TIER = {"latency_us": [0.0, 50.0], "efficiency": [0.01, 1.0], "oversubscription": [1.0, 8.0],
         "nvls_busbw_GBps": [1.0, 480.0], "alltoall_efficiency": [0.01, 1.0],
         "half_bandwidth_MB": [0.0, 1e-9, 500.0], "curve_exponent": [0.05, 1.0, 3.0]}
@@ -186,7 +190,10 @@ def topology_doc(draw, gpus_needed: int, domain: int, valid: bool) -> dict:
         tiers[-1]["size"] = size * max(1, -(-gpus_needed // size))
     if valid:
         gpu["peak_tflops"]["fp8"] = 1979.0
-    return {"name": "fuzz", "gpu": gpu, "tiers": tiers}
+    doc = {"name": "fuzz", "gpu": gpu, "tiers": tiers}
+    if draw(st.booleans()):
+        doc["reliability"] = _fill(draw, {}, RELIABILITY)
+    return doc
 
 
 def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
@@ -258,6 +265,8 @@ def _finite_numbers(node: Any, path: str = "") -> None:
 def check_invariants(r) -> None:
     _finite_numbers(r.to_dict())
     assert r.step_time_s > 0
+    # the expected step waits for slow peers: never faster than the ideal replay
+    assert 0 < r.step_time_ideal_s <= r.step_time_s * (1 + 1e-12)
     assert 0.0 <= r.bubble_fraction < 1.0
     for axis, t in r.exposed_comm_s.items():
         assert 0.0 <= t <= r.step_time_s * (1 + 1e-9), (axis, t, r.step_time_s)
