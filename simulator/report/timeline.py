@@ -95,9 +95,14 @@ def timeline_figure(plan: Any, engine: Any, result: Any = None, title: str | Non
     ax.legend(handles=_legend(chunks, recompute, has_w, fused), loc="upper left",
               bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
     if title is None and result is not None:
+        # the bars are the ideal replay; the result's step adds the expected waits for the
+        # slowest peers, which no bar shows
+        ideal = result.step_time_ideal_s or result.step_time_s
         title = (run_title(result, "Pipeline timeline")
-                 + f", bubble {result.bubble_fraction * 100:.1f}% of "
-                   f"{result.step_time_s * scale:.4g} {unit}")
+                 + f", bubble {result.breakdown_s['bubble'] / ideal * 100:.1f}% of "
+                   f"{ideal * scale:.4g} {unit} as replayed")
+        if result.step_time_s > ideal:
+            title += f" ({result.step_time_s * scale:.4g} {unit} expected)"
     if title:
         ax.set_title(wrap_title(title, width - 2.0), fontsize=10)
     return fig
