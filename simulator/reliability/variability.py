@@ -186,7 +186,7 @@ def expected_step(inp: EngineInput, v: Variability) -> float:
     if v.zero:
         return replay(inp)
     jit = expected_max_lognormal(v.sigma, v.peers)
-    step = replay(expected_input(inp, v))
+    step = replay(expected_input(inp, v, jit))
     p_any = 1.0 - (1.0 - v.slow_fraction) ** v.job_nodes
     if p_any > 0 and v.slowdown > 0:
         step = (1.0 - p_any) * step + p_any * replay(
