@@ -136,10 +136,12 @@ micro-batches) or a shallower pipeline moves that point out.
 step at the largest scale over the smallest, minus one; "held out" predicts each group with
 constants fitted on all the other groups (leave-one-group-out). Three constants, one value
 for every group, least squares on the growth: the per-GPU jitter sigma, the per-node host
-noise once per step, and the per-GPU barrier noise at each phase that ends in a job-wide
-barrier. Only FP8 with delayed scaling has such barriers (the amax all-reduce over the
-stage's TP x DP x CP group at every `fp8_autocast` exit, forward and backward, per chunk
-and micro-batch: Megatron-Core's `get_amax_reduction_group(with_context_parallel=True)`),
+noise once per step, and the per-replica barrier noise at each phase that ends in a
+job-wide barrier. Only FP8 with delayed scaling has such barriers (the amax all-reduce over
+the stage's TP x DP x CP group at every `fp8_autocast` exit, forward and backward, per chunk
+and micro-batch: Megatron-Core's `get_amax_reduction_group(with_context_parallel=True)`; a
+replica's TP ranks arrive together from the chunk's last TP collective, so the arrivals
+that can be late are its DP x CP replicas),
 so it is what lets an FP8 job with many short chunks grow more than the same job in BF16
 without an FP8-only sigma.
 
