@@ -47,9 +47,10 @@ Two views of the same model: :func:`expected_step` replays the *expected* factor
 constants are fitted against: docs/architecture.md, item 8; exact for the host term, and
 a first-order value for the pipeline, which is convex in its phase times so the
 Monte-Carlo mean can be slightly higher); :func:`sample_steps` replays seeded draws, one
-engine run per step, for the percentiles. Both perturb the public :class:`~simulator.engine.EngineInput`
-(phase arrays and optimizer) and replay it with :func:`~simulator.engine.run_engine`;
-with all three effects zero they return the engine's own step bit for bit.
+engine run per step, for the percentiles. Both perturb the public
+:class:`~simulator.engine.EngineInput` (phase arrays and optimizer) and replay it with
+:func:`~simulator.engine.run_engine`; with all three effects zero they return the engine's
+own step bit for bit.
 """
 
 from __future__ import annotations
