@@ -1,7 +1,7 @@
 """Time-to-train: days, GPU-hours, interruptions, goodput, energy and cost of a whole run.
 
-One simulated step (:func:`simulator.api.simulate_resolved`) gives the ideal step and its
-breakdown; :mod:`.variability` turns it into the expected step (throughput) and seeded
+One simulated step (:func:`simulator.api.simulate_resolved` with ``variability=False``)
+gives the ideal step and its breakdown; :mod:`.variability` turns it into the expected step (throughput) and seeded
 percentiles; :mod:`.checkpoint` sizes the checkpoint; :mod:`.failures` gives the
 interruption rate, the Young/Daly interval and Daly's expected wall time; :mod:`.energy`
 the energy. Deterministic figures (everything outside ``monte_carlo`` and the two step
