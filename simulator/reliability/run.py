@@ -1,11 +1,12 @@
 """Time-to-train: days, GPU-hours, interruptions, goodput, energy and cost of a whole run.
 
 One simulated step (:func:`simulator.api.simulate_resolved` with ``variability=False``)
-gives the ideal step and its breakdown; :mod:`.variability` turns it into the expected step (throughput) and seeded
-percentiles; :mod:`.checkpoint` sizes the checkpoint; :mod:`.failures` gives the
-interruption rate, the Young/Daly interval and Daly's expected wall time; :mod:`.energy`
-the energy. Deterministic figures (everything outside ``monte_carlo`` and the two step
-percentiles) depend on the configuration only; the seed moves only the Monte-Carlo ones.
+gives the ideal step and its breakdown; :mod:`.variability` turns it into the expected
+step (throughput) and seeded percentiles; :mod:`.checkpoint` sizes the checkpoint;
+:mod:`.failures` gives the interruption rate, the Young/Daly interval and Daly's expected
+wall time; :mod:`.energy` the energy. Deterministic figures (everything outside
+``monte_carlo`` and the two step percentiles) depend on the configuration only; the seed
+moves only the Monte-Carlo ones.
 
 >>> from simulator import time_to_train
 >>> r = time_to_train("tiny", "dgx-h100", tokens=1e9, price_per_gpu_hour=2.0)
