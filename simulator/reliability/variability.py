@@ -88,7 +88,7 @@ class Variability:
     stage_nodes: int  # nodes those peers occupy
     job_nodes: int  # nodes of the whole job
     sync_noise_s: float = 0.0  # mean per-GPU arrival delay at an in-phase barrier, s
-    barrier_peers: int = 1  # GPUs meeting at every phase's barrier (1: no barrier)
+    barrier_peers: int = 1  # independent arrivals at every phase's barrier (1: none)
 
     @property
     def zero(self) -> bool:
@@ -140,7 +140,7 @@ def amax_group(w: Workload) -> int:
     arrive together from the chunk's last TP collective; 1 (no barrier) for other
     precisions and recipes. Counting the TP ranks as separate arrivals gave the same growth
     with scale but charged deep FP8 pipelines ~2x more in absolute terms, against their
-    measured FP8 speed-ups (FP8 objective 0.00118 -> 0.00093 on H100, 0.00181 -> 0.00114
+    measured FP8 speed-ups (FP8 objective 0.00118 -> 0.00092 on H100, 0.00181 -> 0.00115
     on GB200, reports/validation.md)."""
     p, tr = w.parallelism, w.training
     if tr.precision != "fp8" or tr.fp8_recipe != "delayed":
