@@ -160,6 +160,22 @@ def test_cli_json_and_output_file(tmp_path):
     assert d["energy_MWh"] == pytest.approx(d["it_energy_MWh"] * 1.2, rel=1e-12)
 
 
+def test_time_to_train_says_when_the_plan_does_not_fit(capsys):
+    """Days and dollars of a plan that cannot start are flagged, in Python and on the CLI."""
+    ok = time_to_train("tiny", "dgx-h100", 1e10, **FAST)
+    assert ok.fits_in_memory and 0 < ok.memory_per_gpu_GB < 85.52
+    assert ok.memory_per_gpu_GB == simulate("tiny", "dgx-h100").memory_per_gpu_GB
+    big = {"training.micro_batch_size": 8, "model.seq_length": 262144}
+    r = time_to_train("tiny", "dgx-h100", 1e10, overrides=big, **FAST)
+    assert not r.fits_in_memory and r.memory_per_gpu_GB > 85.52
+    assert any(n.startswith("does not fit") for n in r.notes)
+    sets = [a for k, v in big.items() for a in ("--set", f"{k}={v}")]
+    assert main(["time-to-train", "tiny", "-t", "dgx-h100", "--tokens", "1e10", "--runs", "5",
+                 "--steps", "2", *sets]) == 0
+    out, err = capsys.readouterr()
+    assert "DOES NOT FIT" in out and "warning: the plan does not fit" in err
+
+
 def test_plain_simulate_keeps_its_step():
     r = simulate("tiny", "dgx-h100")
     assert r.step_time_p50_s == r.step_time_p99_s == r.step_time_s

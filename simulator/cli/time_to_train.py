@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 from ..errors import ConfigError
 from ..reliability.run import TimeToTrain, time_to_train
@@ -61,6 +62,11 @@ def run(args: argparse.Namespace) -> int:
                       price_per_gpu_hour=args.price_per_gpu_hour,
                       save_interval=args.save_interval, async_save=args.async_save,
                       mc_runs=args.runs, mc_steps=args.steps)
+    for note in r.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if not r.fits_in_memory and output_format(args) == "table":
+        print("warning: the plan does not fit in GPU memory; these days and costs are those "
+              "of a run that cannot start (see `clustersim memory`)", file=sys.stderr)
     emit(args, r.to_json() + "\n" if output_format(args) == "json" else render(r))
     return 0
 
@@ -86,5 +92,7 @@ def render(r: TimeToTrain) -> str:
         f"wall time      {parts}",
         f"energy         {r.energy_MWh:,.1f} MWh (IT {r.it_energy_MWh:,.1f} MWh)",
         f"cost           {cost}",
+        f"memory         {r.memory_per_gpu_GB:.1f} GB per GPU"
+        + ("" if r.fits_in_memory else " (DOES NOT FIT)"),
     ]
     return "\n".join(lines) + "\n"

@@ -70,6 +70,11 @@ class TimeToTrain:
     price_per_gpu_hour: float | None
     cost_usd: float | None
     monte_carlo: dict[str, Any]
+    # The step's memory check (as `clustersim run`): days and dollars of a plan that does
+    # not fit are those of a run that cannot start, so the result says so.
+    memory_per_gpu_GB: float
+    fits_in_memory: bool
+    notes: list[str]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -122,7 +127,8 @@ def time_to_train_resolved(w: Workload, t: TopologyConfig, tokens: float,
     """:func:`time_to_train` on an already validated configuration."""
     result, plan, _ = simulate_resolved(w, t, variability=False)
     seed, n = w.training.seed, w.parallelism.num_gpus
-    steps = step_distribution(plan.engine_input, Variability.of(w, t), seed, mc_steps)
+    steps = step_distribution(plan.engine_input, Variability.of(w, t), seed, mc_steps,
+                              ideal_s=result.step_time_s)
     tokens_per_step = w.training.global_batch_size * w.model.seq_length
     work = tokens / tokens_per_step * steps.mean_s  # seconds of failure-free training
     ckpt = Checkpoint.of(w, t, plan.stage_params, async_save)
@@ -163,7 +169,9 @@ def time_to_train_resolved(w: Workload, t: TopologyConfig, tokens: float,
         energy_MWh=it * t.power.pue / MWH, it_energy_MWh=it / MWH,
         price_per_gpu_hour=price, cost_usd=None if price is None else gpu_hours * price,
         monte_carlo=_monte_carlo(work, tau, ckpt.blocking_s, restart, rates_day, seed,
-                                 mc_runs, steps))
+                                 mc_runs, steps),
+        memory_per_gpu_GB=result.memory_per_gpu_GB, fits_in_memory=result.fits_in_memory,
+        notes=list(result.notes))
 
 
 def _breakdown(step_parts: dict[str, float], ideal: float, mean: float, work: float,
@@ -216,5 +224,6 @@ def with_variability(result, engine_input, w: Workload, t: TopologyConfig, steps
     ``training.seed``)."""
     if not 1 <= steps <= 100_000:
         raise ConfigError("steps", steps, "an integer from 1 to 100000")
-    d = step_distribution(engine_input, Variability.of(w, t), w.training.seed, steps)
+    d = step_distribution(engine_input, Variability.of(w, t), w.training.seed, steps,
+                          ideal_s=result.step_time_s)
     return with_expected_step(result, d.mean_s, d.p50_s, d.p99_s)

@@ -267,9 +267,11 @@ class StepDistribution:
     samples: int
 
 
-def step_distribution(inp: EngineInput, v: Variability, seed: int, steps: int
-                      ) -> StepDistribution:
-    ideal = replay(inp)
+def step_distribution(inp: EngineInput, v: Variability, seed: int, steps: int,
+                      ideal_s: float | None = None) -> StepDistribution:
+    """Ideal, expected and Monte-Carlo steps of ``inp``; ``ideal_s``: its ideal step (s)
+    where the caller has already replayed it (saves one replay)."""
+    ideal = replay(inp) if ideal_s is None else ideal_s
     draws = sample_steps(inp, v, seed, steps)
     return StepDistribution(ideal_s=ideal, mean_s=expected_step(inp, v),
                             p50_s=float(np.percentile(draws, 50)),
