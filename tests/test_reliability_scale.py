@@ -12,6 +12,8 @@ simulator.reliability.scale_probe tests candidate missing effects against the sa
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import replace
 
 import numpy as np
@@ -160,6 +162,24 @@ def test_candidate_features_follow_their_closed_forms(groups):
         assert 0 <= f.gather_hidden_s <= f.dp_wire_s
         assert f.tail_hidden_s >= 0 and f.p2p_doubling_s > 0
     assert (small.spans_top_tier, large.spans_top_tier) == (False, True)
+
+
+def test_barrier_features_follow_their_definitions(groups):
+    # The two barrier candidates need the step's share in its phases (S: the step is
+    # piecewise linear in a uniform phase scaling, and the phases are most of it) and the
+    # barrier phases on the critical path; only FP8 delayed scaling has a barrier.
+    fp8 = next(g for g in groups if g.name == "dgxc-gpt3-175b-h100-fp8")
+    bf16 = next(g for g in groups if g.name == "dgxc-gpt3-175b-h100")
+    for end in (fp8.small, fp8.large):
+        f = end_features(end)
+        n = end.var.barrier_peers
+        assert n > 1 and f.barrier_g == pytest.approx(math.sqrt(2 * math.log(n)))
+        assert f.barrier_phases == pytest.approx(end.replay(0.0)[1])
+        # interleaved (VP 12): more barriers than a one-chunk pipeline's 2 per micro-batch
+        assert f.barrier_phases > 2 * end.inp.fwd.shape[2]
+        assert 0.5 * f.step_s < f.phase_sens_s <= f.step_s * (1 + 1e-9)
+    f = end_features(bf16.large)
+    assert f.barrier_g == f.barrier_phases == 0.0 and 0 < f.phase_sens_s <= f.step_s
 
 
 @pytest.mark.parametrize("grid", ["foo", "0:0.06", "0:nan:3", "0.1:0:3", "0:0.1:0"])

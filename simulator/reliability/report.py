@@ -280,6 +280,18 @@ docstring gives each effect's formula.
   pp). Not adopted; `reliability.slow_node_fraction` stays 0 for these health-checked
   clusters.
 
+* **Barrier wait that grows with the time since the last barrier.** The shipped model
+  charges each FP8 amax barrier a constant host-side delay, so a pipeline with twice the
+  chunks pays twice the waits: GPT-3 175B FP8 24.11 (VP 12) is predicted to grow +11.3 %
+  where it grew +5.4 %, while the same model at VP 6 (v25.02) is predicted right. If
+  instead each replica drifts while it computes and the barrier waits for the most
+  drifted one, the waits scale with the phase (proportional) or its square root (random
+  walk) and a deeper interleave costs the same or sqrt 2 times as much. Replacing the
+  constant delay (sync_noise_s held at 0), the random walk fits theta = 0.0029 s^0.5 and
+  brings GPT-3 FP8 24.11 inside (+1.8 pp), but pushes Llama 3.1 405B GB200 FP8 (+2.2 pp) and
+  Llama 3.1 70B FP8 v25.04 out: 30 of 36 (mean error 1.27 pp), 12 of the 16 validation
+  groups as now. The proportional form fits 0.0185 and does worse (28 of 36). Not adopted.
+
 No candidate brings more than one group inside. The one that brings one without pushing
 another out (the exposed DP time at the overlap slowdown; the fitted slowdown pushes one
 just out) acts on Nemotron-4 340B BF16 24.11, which sits 0.8 pp outside. So none

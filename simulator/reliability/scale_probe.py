@@ -50,6 +50,18 @@ come from one engine replay per end (the stage that ends the step, its records):
   slow case exactly). It saturates in ``J``, unlike the jitter's ``sqrt(2 ln N)``, and is
   the one candidate that also predicts a spread between two runs of the same job (whether
   the job drew a slow node), as the replicates show. ``theta = (f, d)`` on a grid.
+* ``barrier_proportional`` and ``barrier_diffusive``: the FP8 amax barrier's wait grows
+  with the time since the previous barrier instead of being a constant host-side delay
+  per barrier (these two replace ``sync_noise_s``, held at 0). Each replica drifts while
+  it computes, and the barrier waits for the most drifted of its ``n`` replicas:
+  proportionally to the phase (a per-phase rate error, ``theta * sqrt(2 ln n)`` per
+  second of phase) or as a random walk (``theta * sqrt(2 ln n) * sqrt(phase)``). Summed
+  over the critical path that is ``theta * g * S`` and ``theta * g * sqrt(S * K)``, with
+  ``S`` the step's derivative in a uniform scaling of every phase (one extra replay) and
+  ``K`` the barrier phases on the critical path. The constant model charges a pipeline
+  with twice the chunks (VP 12 against VP 6) twice the waits; these charge the same
+  (proportional) or sqrt 2 times (random walk), as the two GPT-3 175B FP8 groups (VP 12,
+  VP 6) suggest by growing alike.
 
 Run (about 20 s)::
 
@@ -60,6 +72,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -76,9 +89,10 @@ from .scale_fit import (
     predicted,
     scale_groups,
 )
-from .variability import replay
+from .variability import perturb, replay
 
 TOLERANCE_PP = 2.0
+PHASE_EPS = 0.01  # relative step of every phase for the phases' share of the step
 
 
 @dataclass(frozen=True)
@@ -95,6 +109,9 @@ class EndFeatures:
     spans_top_tier: bool  # PP sends cross the top tier of a 3-tier fabric
     slowdown: float  # gpu.comm_overlap_slowdown of the end's topology
     job_nodes: int = 1  # nodes of the whole job
+    phase_sens_s: float = 0.0  # d step / d ln(every phase's time): the phases' share
+    barrier_phases: float = 0.0  # barrier phases on the critical path (0: no barrier)
+    barrier_g: float = 0.0  # sqrt(2 ln n) over the barrier's n replicas (0: no barrier)
 
 
 def end_features(end: Endpoint) -> EndFeatures:
@@ -111,12 +128,18 @@ def end_features(end: Endpoint) -> EndFeatures:
     ag = float(inp.param_gather[s])
     buckets = sum(sum(c) for c in inp.dp_buckets[s])
     doubled = replay(replace(inp, p2p=inp.p2p * 2.0)) - run.step_time
+    up = np.full(inp.fwd.shape, 1.0 + PHASE_EPS)
+    sens = (replay(perturb(inp, up, up, np.ones(inp.fwd.shape[0]))) - run.step_time) / PHASE_EPS
+    n = end.var.barrier_peers
+    phases = end.replay(0.0)[1] if n > 1 else 0.0
     return EndFeatures(step_s=run.step_time, dp_wire_s=buckets + ag,
                        gather_hidden_s=ag - st.param_gather_exposed,
                        buckets_overlapped_s=overlapped, tail_hidden_s=tail,
                        optimizer_s=st.optimizer, p2p_doubling_s=doubled,
                        spans_top_tier=end.pp_span >= 2, slowdown=sl,
-                       job_nodes=end.var.job_nodes)
+                       job_nodes=end.var.job_nodes, phase_sens_s=sens,
+                       barrier_phases=phases,
+                       barrier_g=math.sqrt(2.0 * math.log(n)) if n > 1 else 0.0)
 
 
 @dataclass(frozen=True)
@@ -124,6 +147,8 @@ class Candidate:
     name: str
     grid: tuple[float, ...]  # theta values; one value: nothing fitted
     term: Callable[[EndFeatures, float], float]  # seconds added to the end's step
+    # True: the term replaces the constant barrier noise (``sync_noise_s`` held at 0)
+    replaces_sync_noise: bool = False
 
 
 CANDIDATES = (
@@ -144,6 +169,11 @@ CANDIDATES = (
     Candidate("slow_nodes", tuple(itertools.product((1e-4, 3e-4, 1e-3, 2e-3, 5e-3),
                                                     (0.02, 0.05, 0.1, 0.15))),
               lambda f, t: (1.0 - (1.0 - t[0]) ** f.job_nodes) * t[1] * f.step_s),
+    Candidate("barrier_proportional", tuple(np.round(np.linspace(0.0, 0.02, 41), 4)),
+              lambda f, t: t * f.barrier_g * f.phase_sens_s, replaces_sync_noise=True),
+    Candidate("barrier_diffusive", tuple(np.round(np.linspace(0.0, 0.004, 41), 5)),
+              lambda f, t: t * f.barrier_g * math.sqrt(f.phase_sens_s * f.barrier_phases),
+              replaces_sync_noise=True),
 )
 
 
@@ -213,7 +243,9 @@ def run_all(groups: list[Group] | None = None, sigmas: np.ndarray = SIGMAS
     groups = groups if groups is not None else scale_groups()
     table = growth_table(groups, sigmas)
     feats = [(end_features(g.small), end_features(g.large)) for g in groups]
-    return [probe(groups, table, feats, c) for c in CANDIDATES]
+    return [probe(groups, table, feats, c,
+                  nus=np.zeros(1) if c.replaces_sync_noise else SYNC_NOISE_S)
+            for c in CANDIDATES]
 
 
 def main(argv: list[str] | None = None) -> int:
