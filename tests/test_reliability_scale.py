@@ -13,7 +13,6 @@ simulator.reliability.scale_probe tests candidate missing effects against the sa
 from __future__ import annotations
 
 import math
-
 from dataclasses import replace
 
 import numpy as np
