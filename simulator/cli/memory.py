@@ -63,9 +63,11 @@ def _states_line(w: Workload) -> str:
     tr = w.training
     weights = "fp8 (fp8_param_gather)" if tr.fp8_param_gather else "16-bit"
     optim = "/".join((tr.main_params_dtype, tr.exp_avg_dtype, tr.exp_avg_sq_dtype))
-    shard = "distributed" if tr.distributed_optimizer else "replicated"
+    shard = "distributed" if tr.optimizer_sharded else "replicated"
     text = (f"{tr.precision} compute, weights {weights}, grads "
             f"{'fp32' if tr.grads_in_fp32 else 'bf16'}, optimizer {optim} ({shard})")
+    if tr.use_megatron_fsdp:
+        text += f", Megatron-FSDP {tr.sharding}"
     if tr.cpu_offloading:
         text += f", {tr.cpu_offloading_num_layers} layers' activations offloaded to host"
     return text

@@ -244,6 +244,17 @@ class TrainingConfig(Schema):
     cpu_offloading_num_layers: LayersOrZero = 0
     # Margin a plan must leave free on every GPU to count as fitting (planning only).
     memory_headroom_GB: Headroom = 0.0
+    # Megatron-FSDP (Megatron-Core --use-megatron-fsdp, Megatron-Bridge ddp.use_megatron_fsdp)
+    # and its ZeRO level over the data x context ranks (--data-parallel-sharding-strategy):
+    # optim shards the optimizer state (ZeRO-1, as the distributed optimizer), optim_grads
+    # also the gradients (ZeRO-2), optim_grads_params also the weights (ZeRO-3; Megatron's
+    # default under FSDP). Sharded gradients are reduce-scattered after every micro-batch's
+    # backward and sharded weights all-gathered before every forward and backward
+    # (simulator/workload/fsdp.py); without FSDP the strategy is not read, so setting it
+    # alone is refused.
+    use_megatron_fsdp: bool = False
+    data_parallel_sharding_strategy: Literal["no_shard", "optim", "optim_grads",
+                                             "optim_grads_params"] | None = None
 
     @check
     def _check(self) -> None:
@@ -266,6 +277,16 @@ class TrainingConfig(Schema):
         if self.cpu_offloading_num_layers and not self.cpu_offloading:
             raise ConfigError("training.cpu_offloading_num_layers",
                               self.cpu_offloading_num_layers, "needs cpu_offloading: true")
+        if self.data_parallel_sharding_strategy is not None and not self.use_megatron_fsdp:
+            raise ConfigError("training.data_parallel_sharding_strategy",
+                              self.data_parallel_sharding_strategy,
+                              "needs training.use_megatron_fsdp: true (Megatron-Core reads it "
+                              "only under Megatron-FSDP; without it, distributed_optimizer "
+                              "decides the sharding)")
+        if self.use_megatron_fsdp and self.use_precision_aware_optimizer:
+            raise ConfigError("training.use_precision_aware_optimizer", True,
+                              "cannot be combined with use_megatron_fsdp (Megatron-Bridge "
+                              "turns it off under Megatron-FSDP)")
 
     def _check_recompute(self) -> None:
         g = self.recompute_granularity
@@ -296,6 +317,30 @@ class TrainingConfig(Schema):
     def recompute_kind(self) -> str:
         """none | selective | full, whichever way it was spelled."""
         return self.recompute_plan.granularity
+
+    @property
+    def sharding(self) -> str:
+        """The data-parallel sharding in force: Megatron-FSDP's strategy (its default
+        ``optim_grads_params``), else ``optim`` with the distributed optimizer (ZeRO-1)
+        or ``no_shard``."""
+        if self.use_megatron_fsdp:
+            return self.data_parallel_sharding_strategy or "optim_grads_params"
+        return "optim" if self.distributed_optimizer else "no_shard"
+
+    @property
+    def optimizer_sharded(self) -> bool:
+        """Optimizer state (main params, moments) sharded over the data x context ranks."""
+        return self.sharding != "no_shard"
+
+    @property
+    def grads_sharded(self) -> bool:
+        """Main gradients sharded too (ZeRO-2/3): reduce-scattered every micro-batch."""
+        return self.sharding in ("optim_grads", "optim_grads_params")
+
+    @property
+    def params_sharded(self) -> bool:
+        """Weights sharded too (ZeRO-3): all-gathered before every forward and backward."""
+        return self.sharding == "optim_grads_params"
 
     @property
     def grads_in_fp32(self) -> bool:

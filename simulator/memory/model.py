@@ -3,7 +3,12 @@
 Bytes per parameter of the model states (weights, Transformer Engine's FP8 copies,
 gradients, optimizer) come from :mod:`.states`, with their sources; activations from
 :mod:`.activations`; communication buffers are the explicit per-layer staging buffers
-named in :func:`comm_buffer_bytes`. What the framework holds outside the model's tensors
+named in :func:`comm_buffer_bytes`, plus Megatron-FSDP's unsharded layer units
+(:func:`fsdp_unit_bytes`). Sharding (ZeRO, Rajbhandari et al. 2020, Section 5 and
+Figure 1): the optimizer state over the data x context ranks with the distributed
+optimizer or any Megatron-FSDP strategy but ``no_shard``, the gradients too under
+``optim_grads``, the weights too under ``optim_grads_params`` (expert states over
+expert-DP). What the framework holds outside the model's tensors
 (CUDA context, NCCL communicator buffers, workspaces, allocator slack) is the topology's
 ``gpu.framework_memory_GB`` allowance, and the capacity is what CUDA exposes
 (``gpu.hbm_usable_MiB``: 81,559 MiB on an "80 GB" H100).
@@ -28,6 +33,7 @@ from .stage_activations import stage_activations
 from .states import fp8_copy_bytes, grad_bytes, optimizer_bytes, weight_bytes
 
 GB = 1e9
+FP8_COPY_ON_GATHER = 1.0  # bytes/param: TE's FP8 cast of a gathered 16-bit weight
 COMPONENTS = ("parameters", "fp8_weight_copies", "gradients", "optimizer", "activations",
               "comm_buffers", "framework")
 
@@ -142,6 +148,22 @@ def comm_buffer_bytes(w: Workload, expert_load_factor: float = 1.0) -> float:
     return total
 
 
+def fsdp_unit_bytes(w: Workload, unit_params: float) -> float:
+    """Megatron-FSDP's unsharded staging of ``unit_params``-parameter units (one transformer
+    layer each), bytes: with sharded weights (ZeRO-3) the gathered weights of the unit in
+    use and of the one prefetched, with their FP8 casts in FP8 training; with sharded
+    gradients (ZeRO-2/3) the full gradients of the unit being reduce-scattered and of the
+    one being produced (Megatron-Core ``fsdp_double_buffer``). Zero without them."""
+    tr = w.training
+    per = 0.0
+    if tr.params_sharded:
+        per += weight_bytes(tr) + (FP8_COPY_ON_GATHER if tr.precision == "fp8"
+                                   and not tr.fp8_param_gather else 0.0)
+    if tr.grads_sharded:
+        per += grad_bytes(tr)
+    return 2 * unit_params * per
+
+
 def estimate_memory(w: Workload, topo: Topology, partition: Partition | None = None,
                     expert_load_factor: float = 1.0) -> MemoryReport:
     """Per-GPU memory of every pipeline stage of ``w`` on ``topo``'s GPU (bytes).
@@ -156,24 +178,34 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | None = N
                           f"({tr.micro_batch_size * par.data})")
     load = moe_load(w, expert_load_factor)
     partition = partition or partition_layers(w)
-    dp_shard = par.data * par.context if tr.distributed_optimizer else 1
     edp = expert_data_parallel(w) if w.model.moe is not None else 1
-    edp_shard = edp if tr.distributed_optimizer else 1
+
+    def shards(on: bool) -> tuple[int, int]:  # (dense, expert) ways a sharded state splits
+        return (par.data * par.context, edp) if on else (1, 1)
+
+    o_shard, g_shard, p_shard = (shards(tr.optimizer_sharded), shards(tr.grads_sharded),
+                                 shards(tr.params_sharded))
     weights, copies = weight_bytes(tr), fp8_copy_bytes(tr)
+    if tr.params_sharded:  # Megatron-FSDP keeps no FP8 weight cache (keep_fp8_transpose_cache)
+        copies = 0.0
     grads, optim = grad_bytes(tr), optimizer_bytes(tr)
     comm = comm_buffer_bytes(w, expert_load_factor)
     stages = []
     for stage in range(partition.num_stages):
         sp = stage_params(w, partition, stage)
         acts = stage_activations(w, partition, stage, load)
+
+        def split(per: float, shard: tuple[int, int], sp=sp) -> float:
+            return per * (sp.dense / shard[0] + sp.expert / shard[1])
+
         stages.append(StageMemory(
             stage=stage,
-            parameters=weights * sp.total,
-            fp8_weight_copies=copies * sp.total,
-            gradients=grads * sp.total,
-            optimizer=optim * (sp.dense / dp_shard + sp.expert / edp_shard),
+            parameters=split(weights, p_shard),
+            fp8_weight_copies=split(copies, p_shard),
+            gradients=split(grads, g_shard),
+            optimizer=split(optim, o_shard),
             activations=acts.device,
-            comm_buffers=comm,
+            comm_buffers=comm + fsdp_unit_bytes(w, sp.total / max(1, sum(partition.layers[stage]))),
             framework=topo.gpu.framework_memory_bytes,
             offloaded=acts.host,
         ))

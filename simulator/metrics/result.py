@@ -143,10 +143,11 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     st = run.stages[crit]
     sums = plan.totals[crit]
     dp = max(0.0, st.end - st.pipeline_end - st.optimizer)
+    busy_dp = sums.get("dp", 0.0)  # Megatron-FSDP traffic exposed inside the phases
     # F&B overlap (DualPipe) hid part of the EP all-to-all the phases expose on their own
     ep = max(0.0, sums["ep"] - st.fb_saved)
     exposed = {"tp": sums["tp"], "cp": sums["cp"], "ep": ep, "pp": float(st.pp_wait),
-               "dp": float(dp)}
+               "dp": float(dp + busy_dp)}
     ep = dict(plan.ep_breakdown[crit]) if plan.ep_breakdown else {}
     host = ep.get("host_stall", 0.0)  # in the phase durations, neither compute nor comm
     bubble = float(max(0.0, run.step_time - st.busy - st.pp_wait - dp - st.optimizer))

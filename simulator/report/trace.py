@@ -151,7 +151,7 @@ def _send(out: _Writer, plan: Any, r: Any, pid: int, starts: dict) -> None:
 
 
 def _dp(out: _Writer, plan: Any, r: Any, pid: int) -> None:
-    dist = plan.workload.training.distributed_optimizer
+    dist = plan.workload.training.optimizer_sharded
     if r.name == "grad_sync":
         name = f"grad {'reduce-scatter' if dist else 'all-reduce'} chunk {r.chunk}"
         args = {"chunk": r.chunk, "bytes": r.nbytes}

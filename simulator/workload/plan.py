@@ -6,7 +6,8 @@ last chunk of the last stage, decoder layers in between). MoE layers add a
 routed-expert part that depends on the router's draw for that layer and micro-batch,
 so phase durations may differ per micro-batch (``fwd[s, c, mb]``); with draws that
 vary, :mod:`.moe_plan` adds those parts for every micro-batch at once. The tables,
-per-stage totals and the EP breakdown are filled here; :mod:`.step_input` adds the
+per-stage totals and the EP breakdown are filled here, then Megatron-FSDP's per-micro-batch
+collectives (:mod:`.fsdp`); :mod:`.step_input` adds the
 p2p transfer per micro-batch, the gradient buckets and the optimizer step.
 """
 
@@ -21,6 +22,7 @@ from ..engine import EngineInput
 from ..hardware import Placement, Topology
 from .chunk_cost import ChunkCoster
 from .cost import Phase
+from .fsdp import add_fsdp_traffic
 from .moe_layer import MoECost
 from .moe_part import add_ep_breakdown
 from .moe_plan import ChunkBase, add_moe_parts
@@ -43,7 +45,9 @@ class Plan:
     phases: dict[tuple[str, int, int], Phase]  # (phase, stage, chunk) -> micro-batch 0
     engine_input: EngineInput
     stage_params: list[StageParams]
-    totals: list[dict[str, float]]  # per stage: compute / tp / cp / ep seconds, all phases
+    # per stage: compute / tp / cp / ep seconds, all phases; "dp": Megatron-FSDP's
+    # per-micro-batch traffic exposed inside them (workload/fsdp.py)
+    totals: list[dict[str, float]]
     notes: list[str]
     imbalance: dict[str, float] = field(default_factory=dict)
     moe: MoECost | None = None
@@ -106,6 +110,7 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
         add_moe_parts(bld.moe, pending, (fwd, bwd, wgrad, fwd_ep, bwd_ep),
                       None if bound_only else totals, ep_totals,
                       None if ops or bound_only else phases)
+    add_fsdp_traffic(w, topo, bld.shape, bld.groups, fwd, bwd, None if bound_only else totals)
     params = list(bld.shape.params)
     notes = [bld.part.note] if "even split" not in bld.part.note else []
     imbalance = {}

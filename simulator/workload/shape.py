@@ -73,8 +73,8 @@ def plan_shape(w: Workload) -> PlanShape:
         schedule=sched, route=schedule_route(sched, p, v), partition=part,
         params=tuple(stage_params(w, part, s) for s in range(p)),
         local_seq=w.model.seq_length / par.context, expert_dp=edp,
-        dense_shard=par.data * par.context if tr.distributed_optimizer else 1,
-        expert_shard=edp if tr.distributed_optimizer else 1,
+        dense_shard=par.data * par.context if tr.optimizer_sharded else 1,
+        expert_shard=edp if tr.optimizer_sharded else 1,
         microbatches=m, chunks=sched.chunks(v))
 
 

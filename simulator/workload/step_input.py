@@ -16,6 +16,11 @@ Per pipeline stage:
 * **parameter all-gather** of the distributed optimizer, in the dtype the model holds
   its weights (:func:`simulator.memory.states.weight_bytes`).
 
+Megatron-FSDP: ``optim`` is the distributed optimizer's step; with sharded gradients
+(``optim_grads``, ``optim_grads_params``) there are no end-of-step buckets (every
+backward reduce-scatters its own gradients, :mod:`.fsdp`), and with sharded weights no
+parameter all-gather after the optimizer (every forward and backward gathers them).
+
 Seconds and bytes, via :func:`simulator.collectives.collective_time`.
 """
 
@@ -90,16 +95,21 @@ def engine_input(w: Workload, topo: Topology, shape: PlanShape, groups: dict[str
         for c in range(V if with_buckets else 0):
             share = per_chunk[c] / total_layers
             pair = (sp.dense + sp.expert) * share * grad_bytes
-            row.append(([(collective_time("all_reduce", pair, twin, topo), pair)] if twin else [])
+            twin_sum = [(collective_time("all_reduce", pair, twin, topo), pair)] if twin else []
+            if tr.grads_sharded:  # reduce-scattered after every backward (workload/fsdp.py)
+                row.append(twin_sum)
+                continue
+            row.append(twin_sum
                        + buckets_of(sp.dense * share, dense_shard, g["dp_cp"], topo,
-                                tr.distributed_optimizer, grad_bytes)
+                                    tr.optimizer_sharded, grad_bytes)
                        + buckets_of(sp.expert * share, edp, g["edp"], topo,
-                                  tr.distributed_optimizer, grad_bytes))
+                                    tr.optimizer_sharded, grad_bytes))
         buckets.append([[t for t, _ in chunk] for chunk in row])
         sizes.append([[b for _, b in chunk] for chunk in row])
         opt.append(optimizer_time(sp.dense / dense_shard + sp.expert / edp, topo.gpu))
         gather = 0.0
-        if tr.distributed_optimizer:
+        # ZeRO-3 keeps the weights sharded: the next forward gathers them (workload/fsdp.py)
+        if tr.optimizer_sharded and not tr.params_sharded:
             gather = collective_time("all_gather", sp.dense * wbytes, g["dp_cp"], topo) \
                 + collective_time("all_gather", sp.expert * wbytes, g["edp"], topo)
         ag.append(gather)

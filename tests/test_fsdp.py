@@ -1,0 +1,163 @@
+"""Megatron-FSDP (ZeRO-1/2/3 over the data x context ranks): memory and traffic.
+
+Closed forms: ZeRO's per-GPU model states (Rajbhandari et al. 2020, Figure 1: ``2+2+K``
+bytes per parameter replicated, the optimizer's ``K`` over ``N_d`` with ZeRO-1, the
+gradients too with ZeRO-2, the weights too with ZeRO-3) and the two-stage pipeline of
+per-layer gathers and reduce-scatters (simulator/workload/fsdp.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator import ConfigError, simulate
+from simulator.api import resolve, simulate_resolved
+from simulator.cli.main import main
+from simulator.collectives import collective_time
+from simulator.config import load_workload
+from simulator.memory import estimate_memory
+from simulator.memory.model import fsdp_unit_bytes
+from simulator.workload.fsdp import pipelined, unit_collectives, units
+from simulator.workload.params import stage_params
+from simulator.workload.partition import partition_layers
+from simulator.workload.shape import plan_shape
+
+# Llama 3 8B on 16 H100 (two nodes), TP1 PP1 DP16: the DP group crosses the fabric
+PLAN = {"parallelism.tensor": 1, "parallelism.data": 16, "parallelism.sequence_parallel": False,
+        "training.global_batch_size": 64, "training.recompute": "full"}
+STRATEGIES = ("no_shard", "optim", "optim_grads", "optim_grads_params")
+
+
+def fsdp(strategy: str | None, **extra) -> dict:
+    over = dict(PLAN, **extra)
+    if strategy is not None:
+        over.update({"training.use_megatron_fsdp": True,
+                     "training.data_parallel_sharding_strategy": strategy})
+    return over
+
+
+def test_zero_stages_shard_the_model_states_as_the_zero_paper(h100):
+    w0 = load_workload("llama3-8b", fsdp(None))
+    n = stage_params(w0, partition_layers(w0), 0).total  # all of the model: TP1 PP1
+    d = 16
+    layer = n / 32  # unit staging: the average layer of the stage (32 layers)
+    rows = {s: estimate_memory(load_workload("llama3-8b", fsdp(s)), h100).stages[0]
+            for s in STRATEGIES}
+    states = {s: (st.parameters, st.gradients, st.optimizer) for s, st in rows.items()}
+    assert states["no_shard"] == pytest.approx((2 * n, 4 * n, 12 * n))
+    assert states["optim"] == pytest.approx((2 * n, 4 * n, 12 * n / d))
+    assert states["optim_grads"] == pytest.approx((2 * n, 4 * n / d, 12 * n / d))
+    assert states["optim_grads_params"] == pytest.approx((2 * n / d, 4 * n / d, 12 * n / d))
+    # Megatron's distributed optimizer is ZeRO-1: the same states as FSDP "optim"
+    plain = estimate_memory(w0, h100).stages[0]
+    assert (plain.parameters, plain.gradients, plain.optimizer) == pytest.approx(states["optim"])
+    # unsharded units: two layers' gradients (ZeRO-2), and two layers' weights (ZeRO-3)
+    base = rows["optim"].comm_buffers
+    assert rows["optim_grads"].comm_buffers - base == pytest.approx(2 * layer * 4)
+    assert rows["optim_grads_params"].comm_buffers - base == pytest.approx(2 * layer * (4 + 2))
+    totals = [rows[s].total for s in STRATEGIES]
+    assert totals == sorted(totals, reverse=True)
+
+
+def test_fp8_weights_under_zero3_keep_no_cached_copies(h100):
+    w = load_workload("llama3-8b", fsdp("optim_grads_params", **{"training.precision": "fp8"}))
+    st = estimate_memory(w, h100).stages[0]
+    assert st.fp8_weight_copies == 0.0
+    # the gathered unit carries its FP8 cast: 2 + 1 bytes per weight, plus 4 per gradient
+    n = stage_params(w, partition_layers(w), 0).total
+    assert fsdp_unit_bytes(w, n / 32) == pytest.approx(2 * n / 32 * (2 + 1 + 4))
+    z1 = load_workload("llama3-8b", fsdp("optim_grads", **{"training.precision": "fp8"}))
+    assert estimate_memory(z1, h100).stages[0].fp8_weight_copies == pytest.approx(2 * n)
+
+
+def test_pipelined_traffic_closed_forms():
+    t = np.array([10.0, 1.0, 0.0])  # compute-bound, communication-bound, phase absent
+    a, r, n, sl = 0.2, 0.3, 5, 0.1
+    got = pipelined(t, n, a, r, sl)
+    # compute-bound: only the first gather and the last reduce-scatter show, plus the
+    # slowdown of the compute beside all n units' traffic
+    assert got[0] == pytest.approx(a + r + sl * n * (a + r))
+    # communication-bound: the traffic paces every unit, the last unit's compute shows
+    x = 1.0 / n
+    assert got[1] == pytest.approx(a + (n - 1) * (a + r) + x + r - 1.0 + sl * 1.0)
+    assert got[2] == 0.0
+    assert not pipelined(t, n, 0.0, 0.0, sl).any()
+
+
+def test_unit_collectives_move_one_layer_of_weights_and_gradients():
+    w, t = resolve("llama3-8b", "dgx-h100", fsdp("optim_grads_params"))
+    result, plan, _ = simulate_resolved(w, t, variability=False)
+    shape = plan_shape(w)
+    n = units(shape, 0, 0)
+    assert n == 32 + 2  # decoder layers, the embedding and the output layer
+    gather, reduce = unit_collectives(w, plan.topo, shape, plan.groups, 0, 0)
+    per_unit = shape.params[0].dense / n
+    g = plan.groups["dp_cp"]
+    assert gather == pytest.approx(collective_time("all_gather", 2 * per_unit, g, plan.topo))
+    assert reduce == pytest.approx(collective_time("reduce_scatter", 4 * per_unit, g, plan.topo))
+    z2 = resolve("llama3-8b", "dgx-h100", fsdp("optim_grads"))[0]
+    assert unit_collectives(z2, plan.topo, shape, plan.groups, 0, 0) == pytest.approx(
+        (0.0, reduce))
+
+
+def test_sharded_gradients_move_the_dp_traffic_into_every_micro_batch():
+    runs = {s: simulate_resolved(*resolve("llama3-8b", "dgx-h100", fsdp(s)),
+                                 variability=False)
+            for s in STRATEGIES}
+    inp = {s: runs[s][1].engine_input for s in STRATEGIES}
+    # DDP buckets at the end of the backward only without sharded gradients
+    assert all(any(c) for c in inp["optim"].dp_buckets[0])
+    assert not any(c for c in inp["optim_grads"].dp_buckets[0])
+    # the optimizer's parameter all-gather: ZeRO-1/2 only (ZeRO-3 gathers on use)
+    assert inp["no_shard"].param_gather[0] == 0.0 < inp["optim"].param_gather[0]
+    assert inp["optim_grads"].param_gather[0] == inp["optim"].param_gather[0]
+    assert inp["optim_grads_params"].param_gather[0] == 0.0
+    dp = {s: runs[s][0].exposed_comm_s["dp"] for s in STRATEGIES}
+    assert dp["optim"] < dp["optim_grads"] < dp["optim_grads_params"]
+    for s in STRATEGIES:  # the parts still sum to the step
+        r = runs[s][0]
+        assert sum(r.breakdown_s.values()) == pytest.approx(r.step_time_s, rel=1e-9)
+    # the phases grew by exactly the exposed FSDP time the breakdown reports
+    z3 = runs["optim_grads_params"][1]
+    grown = (inp["optim_grads_params"].fwd + inp["optim_grads_params"].bwd).sum() \
+        - (inp["optim"].fwd + inp["optim"].bwd).sum()
+    assert grown == pytest.approx(z3.totals[0]["dp"])
+
+
+def test_zero3_fits_a_plan_that_zero1_cannot():
+    # Llama 3 70B on 64 H100 without model parallelism: 70B x 2 B of weights alone is
+    # more than an H100 holds, unless the weights are sharded too
+    over = {"parallelism.tensor": 1, "parallelism.pipeline": 1, "parallelism.data": 64,
+            "parallelism.virtual_pipeline": None, "parallelism.pipeline_schedule": "1f1b",
+            "parallelism.sequence_parallel": False, "training.global_batch_size": 64,
+            "training.recompute": "full", "training.tp_comm_overlap": False}
+    assert not simulate("llama3-70b", "dgx-h100", overrides=over).fits_in_memory
+    z3 = simulate("llama3-70b", "dgx-h100",
+                  overrides={**over, "training.use_megatron_fsdp": True})
+    assert z3.fits_in_memory and z3.memory_breakdown_GB["parameters"] < 3
+
+
+def test_strategy_without_fsdp_and_fsdp_with_precision_aware_optimizer_are_refused():
+    with pytest.raises(ConfigError) as exc:
+        load_workload("llama3-8b", {"training.data_parallel_sharding_strategy": "optim_grads"})
+    assert exc.value.field == "training.data_parallel_sharding_strategy"
+    with pytest.raises(ConfigError) as exc:
+        load_workload("llama3-8b", {"training.use_megatron_fsdp": True,
+                                    "training.use_precision_aware_optimizer": True})
+    assert exc.value.field == "training.use_precision_aware_optimizer"
+    w = load_workload("llama3-8b", {"training.use_megatron_fsdp": True})
+    assert w.training.sharding == "optim_grads_params"  # Megatron-Core's default
+    assert load_workload("llama3-8b").training.sharding == "optim"
+
+
+def test_cli_names_the_strategy_and_refuses_a_bad_one(capsys):
+    assert main(["memory", "llama3-8b", "-t", "dgx-h100", "--set",
+                 "training.use_megatron_fsdp=true", "--set",
+                 "training.data_parallel_sharding_strategy=optim_grads"]) == 0
+    assert "Megatron-FSDP optim_grads" in capsys.readouterr().out
+    assert main(["run", "llama3-8b", "-t", "dgx-h100", "--set",
+                 "training.use_megatron_fsdp=true", "--set",
+                 "training.data_parallel_sharding_strategy=zero3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "data_parallel_sharding_strategy" in err[0]
