@@ -37,8 +37,15 @@ are replicated over the ETP group. (With TP > 1 Megatron-Core requires
 sequence parallelism for MoE, so a TP group's tokens are spread over its ``t``
 ranks whatever the ETP.)
 
-FP8: Transformer Engine keeps the saved activations in 16-bit (it casts GEMM
-inputs on the fly), so fp8 uses the same 2 bytes per element here.
+FP8: a Transformer Engine linear that quantizes its own input saves the FP8 copy
+(1 byte per element, column-wise data only) for its weight-gradient GEMM, not the
+16-bit input (TE 2.x ``transformer_engine/pytorch/module/linear.py``,
+``layernorm_linear.py``, ``layernorm_mlp.py``: "Discard row-wise data since it is not
+needed in backward pass"; ``saved_inputmat = inputmat``). So with ``precision: fp8``
+the two norm outputs (QKV and FC1 inputs) and the FC2 input (the activation's output,
+``f`` wide; an expert's too) take 1 byte, and the output projection adds a 1-byte copy
+of its input, which the attention kernel also keeps in 16-bit for its own backward.
+The norm inputs, Q/K/V and the FC1 output (the activation's input) stay 16-bit.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from ..schedules import get_schedule
 from ..workload.mla import qk_dim
 
 BYTES_16 = 2.0  # bf16 / fp16 element
+BYTES_FP8 = 1.0
 BYTES_FP32 = 4.0
 
 
@@ -61,9 +69,17 @@ def _tokens(w: Workload) -> tuple[float, float, float]:
     return w.model.seq_length / par.context, w.training.micro_batch_size, sp_div
 
 
+def _gemm_input_bytes(w: Workload) -> float:
+    """Bytes per element of a saved GEMM input: 1 in FP8 (TE keeps the FP8 copy), else 2."""
+    return BYTES_FP8 if w.training.precision == "fp8" else BYTES_16
+
+
 def _mlp_bytes_per_token(w: Workload, ffn: int) -> float:
-    """Bytes per token of an FFN of width ``ffn``: 6*ffn gated (SwiGLU), 4*ffn otherwise."""
-    return (6.0 if w.model.gated_linear_unit else 4.0) * ffn
+    """Bytes per token of an FFN of width ``ffn``: the FC1 output (16-bit, ``2*ffn``, twice
+    that gated) and the FC2 input (``ffn`` elements of :func:`_gemm_input_bytes`): 6*ffn
+    gated (SwiGLU), 4*ffn otherwise, one byte per ``ffn`` less in FP8."""
+    fc1_out = (2.0 if w.model.gated_linear_unit else 1.0) * BYTES_16 * ffn
+    return fc1_out + _gemm_input_bytes(w) * ffn
 
 
 def moe_load(w: Workload, expert_load_factor: float = 1.0) -> float:
@@ -101,7 +117,8 @@ def _moe_mlp_bytes(w: Workload, s: float, b: float, sp_div: float, load: float,
         s * b * _mlp_bytes_per_token(w, moe.shared_expert_ffn_hidden_size) / t
     f_e = moe.ffn_hidden_size or m.ffn
     routed = s * b * moe.router_topk * load / t
-    act = _mlp_bytes_per_token(w, f_e) - (BYTES_16 * f_e if rc.has("moe_act") else 0.0)
+    act = _mlp_bytes_per_token(w, f_e) - (_gemm_input_bytes(w) * f_e if rc.has("moe_act")
+                                          else 0.0)
     experts = routed * (act + 2 * BYTES_16 * m.hidden_size * par.etp)
     return router + shared + experts
 
@@ -147,10 +164,14 @@ def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
     # Korthikanti's 10sbh holds two 1-byte dropout masks (after attention and
     # after the MLP); a model trained without hidden dropout (Llama) keeps none.
     masks = 2.0 if m.hidden_dropout > 0 else 0.0
-    norms_out = 0.0 if rc.has("layernorm") else 4.0
+    gemm_in = _gemm_input_bytes(w)
+    norms_out = 0.0 if rc.has("layernorm") else 2 * gemm_in
     replicated = (4.0 + norms_out + masks) * s * b * h / sp_div
     qd, kvd = m.num_attention_heads * m.head_dim, m.groups * m.head_dim
-    attention = BYTES_16 * s * b * (qd + 2 * kvd + qd) / t
+    # Q, K, V and the attention output (the output projection's input); in FP8 the
+    # projection keeps its own 1-byte copy beside the attention's 16-bit one
+    proj_copy = BYTES_FP8 * qd if tr.precision == "fp8" else 0.0
+    attention = s * b * (BYTES_16 * (qd + 2 * kvd + qd) + proj_copy) / t
     if m.multi_latent_attention:
         # MLA (workload/mla.py): Q and K of a*(qk+rope) and V of a*v per token (the up
         # projections' outputs; recomputed, not kept, with recompute_modules mla_up_proj)
@@ -191,13 +212,24 @@ def embedding_activation_bytes(w: Workload) -> float:
     return s * b * w.model.hidden_size / sp_div
 
 
+def te_fused_cross_entropy(w: Workload) -> bool:
+    """Whether the loss is TE's fused cross-entropy (``cross_entropy_loss_fusion`` with
+    ``cross_entropy_fusion_impl: te``): it saves the 16-bit logits and per-token
+    statistics only, and its backward writes the gradient into the logits in place
+    (TE ``transformer_engine/pytorch/cross_entropy.py``, ``CrossEntropyFunction``)."""
+    tr = w.training
+    return tr.cross_entropy_loss_fusion and tr.cross_entropy_fusion_impl == "te"
+
+
 def output_activation_bytes(w: Workload) -> float:
     """Last stage head: final-norm and output-layer inputs (``2*2*s*b*h``, SP-sharded) and
-    fp32 logits for the vocab-parallel cross-entropy (``4*s*b*V/t``), Korthikanti 4.3."""
+    fp32 logits for the vocab-parallel cross-entropy (``4*s*b*V/t``), Korthikanti 4.3; with
+    TE's fused cross-entropy the 16-bit logits instead (``2*s*b*V/t``)."""
     s, b, sp_div = _tokens(w)
     t = w.parallelism.tensor
+    logit = BYTES_16 if te_fused_cross_entropy(w) else BYTES_FP32
     return 2 * BYTES_16 * s * b * w.model.hidden_size / sp_div \
-        + BYTES_FP32 * s * b * w.model.vocab_size / t
+        + logit * s * b * w.model.vocab_size / t
 
 
 def logits_transient_bytes(w: Workload) -> float:
@@ -209,6 +241,9 @@ def logits_transient_bytes(w: Workload) -> float:
     the backward turns the fp32 gradient back into bf16 for the output layer, a 16-bit
     tensor of the same shape coexists: 6 bytes per logit at the peak, not 4. Megatron-LM's
     logged allocator peaks (validation/memory.yaml) show this term; Megatron's own
-    estimator (theoretical_memory_usage.py) leaves it out."""
+    estimator (theoretical_memory_usage.py) leaves it out. None with TE's fused
+    cross-entropy, which keeps no fp32 copy."""
+    if te_fused_cross_entropy(w):
+        return 0.0
     s, b, _ = _tokens(w)
     return BYTES_16 * s * b * w.model.vocab_size / w.parallelism.tensor

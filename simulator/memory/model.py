@@ -186,8 +186,8 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | None = N
     o_shard, g_shard, p_shard = (shards(tr.optimizer_sharded), shards(tr.grads_sharded),
                                  shards(tr.params_sharded))
     weights, copies = weight_bytes(tr), fp8_copy_bytes(tr)
-    if tr.params_sharded:  # Megatron-FSDP keeps no FP8 weight cache (keep_fp8_transpose_cache)
-        copies = 0.0
+    if tr.params_sharded:  # Megatron-FSDP caches at most the FP8 transposes
+        copies = FP8_COPY_ON_GATHER if tr.keep_fp8_transpose_cache and copies else 0.0
     grads, optim = grad_bytes(tr), optimizer_bytes(tr)
     comm = comm_buffer_bytes(w, expert_load_factor)
     stages = []
