@@ -87,7 +87,7 @@ def test_pipelined_traffic_closed_forms():
 
 def test_unit_collectives_move_one_layer_of_weights_and_gradients():
     w, t = resolve("llama3-8b", "dgx-h100", fsdp("optim_grads_params"))
-    result, plan, _ = simulate_resolved(w, t, variability=False)
+    _, plan, _ = simulate_resolved(w, t, variability=False)
     shape = plan_shape(w)
     n = units(shape, 0, 0)
     assert n == 32 + 2  # decoder layers, the embedding and the output layer
