@@ -161,3 +161,33 @@ def test_cli_names_the_strategy_and_refuses_a_bad_one(capsys):
                  "training.data_parallel_sharding_strategy=zero3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "data_parallel_sharding_strategy" in err[0]
+
+
+def test_search_tries_megatron_fsdp_layouts_and_reproduces_them():
+    from simulator.sweep import search
+    from simulator.sweep.candidates import sharding_names
+
+    assert sharding_names(None) == ("",)
+    assert sharding_names("all") == ("ddp", "optim_grads", "optim_grads_params")
+    assert sharding_names("optim_grads_params, ddp") == ("optim_grads_params", "ddp")
+    with pytest.raises(ConfigError) as exc:
+        sharding_names("zero3")
+    assert exc.value.field == "--sharding"
+    # Llama 3 8B on 8 H100, pure DP (the baseline, with the first layout tried): with DDP it
+    # needs recompute to fit, with ZeRO-3 the model states split eight ways and it does not
+    over = {"training.global_batch_size": 32, "parallelism.sequence_parallel": False}
+    kw = dict(overrides=over, micro_batch_sizes=(1,), max_context=1, executor="serial")
+    ddp = search("llama3-8b", "dgx-h100", 8, 50, sharding="ddp", **kw)
+    both = search("llama3-8b", "dgx-h100", 8, 50, sharding="optim_grads_params,ddp", **kw)
+    assert set(ddp.plans["sharding"]) == {"ddp"}
+    assert set(both.plans["sharding"]) == {"ddp", "optim_grads_params"}
+    assert both.counts["plans"] == 2 * ddp.counts["plans"]
+    pure = {r.baselines[0]["plan"]: r.baselines[0] for r in (ddp, both)}
+    assert pure["TP1 PP1 DP8 MBS1 DDP"]["recompute"] != "none"
+    assert pure["TP1 PP1 DP8 MBS1 FSDP-Z3"]["recompute"] == "none"
+    z3 = both.plans[both.plans["sharding"] == "optim_grads_params"].iloc[0]
+    assert "FSDP-Z3" in z3["plan"]
+    for rank in (1, int(z3["rank"])):
+        row = both.plans[both.plans["rank"] == rank].iloc[0]
+        again = simulate("llama3-8b", "dgx-h100", overrides=both.overrides_for(rank))
+        assert again.step_time_s == pytest.approx(row["step_time_s"], rel=1e-12)

@@ -1,7 +1,8 @@
 """``clustersim search``: the fastest parallel plans of a model on N GPUs, and why.
 
-Every plan (TP, PP, VP, CP, EP, DP, micro-batch, recompute, SP, and the
-pipeline schedules ``--schedules`` names) is generated, checked, fitted in
+Every plan (TP, PP, VP, CP, EP, DP, micro-batch, recompute, SP, the pipeline
+schedules ``--schedules`` names and the data-parallel layouts ``--sharding`` names) is
+generated, checked, fitted in
 memory and bounded; only plans that can still reach the top are simulated
 (see :mod:`simulator.sweep.search` for the pruning and its counts). The table
 ranks by tokens/s and says, for each plan, where it gains on the next one, and
@@ -47,6 +48,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="pipeline schedules to try: names as parallelism.pipeline_schedule "
                         "takes them, comma-separated (e.g. 1f1b,zb_h1,dualpipe), or 'all' "
                         "(default: 1f1b, interleaved when VP > 1)")
+    p.add_argument("--sharding", default=None, metavar="LIST",
+                   help="data-parallel layouts to try, comma-separated: ddp (Megatron DDP), "
+                        "or Megatron-FSDP strategies no_shard, optim, optim_grads, "
+                        "optim_grads_params; 'all' = ddp,optim_grads,optim_grads_params "
+                        "(default: the workload's own)")
     add_executor_arguments(p)
 
 
@@ -69,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
                     topology_overrides=overrides(args.set_topology),
                     micro_batch_sizes=_sizes(args.micro_batch_sizes),
                     max_context=args.max_context, max_simulations=args.max_simulations,
-                    schedules=args.schedules)
+                    schedules=args.schedules, sharding=args.sharding)
     fmt = output_format(args)
     if fmt == "json":
         docs = [r.to_dict() for r in results]
@@ -98,11 +104,11 @@ def format_table(r: SearchResult) -> str:
     if r.plans.empty:
         lines.append("no plan fits in memory")
     else:
-        lines.append(f"{'#':>3}  {'plan':<30} {'schedule':<11} {'recompute':<9} "
+        lines.append(f"{'#':>3}  {'plan':<36} {'schedule':<11} {'recompute':<9} "
                      f"{'tokens/s':>10} {'MFU':>6} "
                      f"{'mem GB':>7} {'free GB':>7} {'bubble':>7}  why")
         for row in r.plans.to_dict("records"):
-            lines.append(f"{row['rank']:>3}  {row['plan']:<30} {row['schedule']:<11} "
+            lines.append(f"{row['rank']:>3}  {row['plan']:<36} {row['schedule']:<11} "
                          f"{row['recompute']:<9} "
                          f"{row['tokens_per_s']:>10.4g} {row['mfu'] * 100:>5.1f}% "
                          f"{row['memory_per_gpu_GB']:>7.1f} {row['memory_margin_GB']:>7.1f} "

@@ -136,6 +136,7 @@ def search(workload: Any, topology: Any, gpus: int | Sequence[int], top: int = 1
            topology_overrides: Mapping[str, Any] | None = None, seed: int | None = None,
            micro_batch_sizes: tuple[int, ...] = (1, 2, 4, 8), max_context: int = 16,
            max_simulations: int = 2000, schedules: str | Sequence[str] | None = None,
+           sharding: str | Sequence[str] | None = None,
            executor: str | Executor = "local",
            scheduler: Any = None, workers: int | None = None,
            store: str | Path | None = None,
@@ -151,6 +152,9 @@ def search(workload: Any, topology: Any, gpus: int | Sequence[int], top: int = 1
         schedules: pipeline schedules to try: names from
             :data:`simulator.schedules.SCHEDULES` (a list or a comma-separated string)
             or ``"all"``; default Megatron's 1F1B, interleaved when VP > 1.
+        sharding: data-parallel layouts to try: ``"ddp"`` (Megatron DDP) and Megatron-FSDP
+            strategies (``"optim_grads"``, ``"optim_grads_params"``, ...), a list or a
+            comma-separated string, or ``"all"``; default: the workload's own.
         executor, scheduler, workers, store, progress: as for :func:`sweep`.
 
     ``result.overrides_for(rank)`` gives the overrides that reproduce a row.
@@ -164,7 +168,7 @@ def search(workload: Any, topology: Any, gpus: int | Sequence[int], top: int = 1
                             topology_overrides=merge_overrides(topology_overrides),
                             micro_batch_sizes=micro_batch_sizes, max_context=max_context,
                             max_simulations=max_simulations, schedules=schedules,
-                            executor=ex, store=st,
+                            sharding=sharding, executor=ex, store=st,
                             progress=progress) for n in counts]
     finally:
         if st is not None:

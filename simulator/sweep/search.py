@@ -52,6 +52,7 @@ from .candidates import (
     resolve_shapes,
     schedule_names,
     shapes,
+    sharding_names,
     with_recompute,
 )
 from .executors import Executor
@@ -65,7 +66,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 MAX_SHAPES = 200_000
-PLAN_COLUMNS = ("tp", "pp", "vp", "cp", "ep", "dp", "mbs", "recompute", "sp", "schedule")
+PLAN_COLUMNS = ("tp", "pp", "vp", "cp", "ep", "dp", "mbs", "recompute", "sp", "schedule",
+                "sharding")
 
 
 @dataclass
@@ -158,7 +160,7 @@ def row_to_overrides(row: dict[str, Any]) -> dict[str, Any]:
     """
     shape = Shape(int(row["tp"]), int(row["pp"]), int(row["vp"]), int(row["cp"]),
                   int(row["ep"]), int(row["dp"]), int(row["mbs"]), bool(row["sp"]),
-                  str(row["schedule"]))
+                  str(row["schedule"]), str(row.get("sharding") or ""))
     return {**shape.overrides(), "training.recompute": str(row["recompute"])}
 
 
@@ -166,7 +168,8 @@ def _row(rank: int, f: Fit) -> dict[str, Any]:
     s, o = f.shape, f.outcome
     row: dict[str, Any] = {"rank": rank, "plan": s.label(), "tp": s.tp, "pp": s.pp, "vp": s.vp,
                            "cp": s.cp, "ep": s.ep, "dp": s.dp, "mbs": s.mbs,
-                           "recompute": f.recompute, "sp": s.sp, "schedule": s.schedule}
+                           "recompute": f.recompute, "sp": s.sp, "schedule": s.schedule,
+                           "sharding": s.sharding}
     for k in ("tokens_per_s", "step_time_s", "step_time_ideal_s", "mfu", "hfu",
               "model_tflops_per_gpu", "bubble_fraction", "memory_per_gpu_GB",
               "memory_margin_GB"):
@@ -177,14 +180,16 @@ def _row(rank: int, f: Fit) -> dict[str, Any]:
     return row
 
 
-def baseline_shapes(w: Workload, t: TopologyConfig, gpus: int) -> dict[str, Shape]:
-    """Pure DP and pure TP on ``gpus`` GPUs (see the module docstring)."""
+def baseline_shapes(w: Workload, t: TopologyConfig, gpus: int, sharding: str = ""
+                    ) -> dict[str, Shape]:
+    """Pure DP and pure TP on ``gpus`` GPUs (see the module docstring), with the first
+    data-parallel layout the search tries."""
     m = w.model
     tps = [d for d in divisors(gpus) if d <= t.tiers[0].size and not
            (m.num_attention_heads % d or m.groups % d or m.ffn % d)]
     tp = max(tps)
-    return {"pure DP": Shape(1, 1, 1, 1, 1, gpus, 1, False, NO_PIPELINE),
-            "pure TP": Shape(tp, 1, 1, 1, 1, gpus // tp, 1, tp > 1, NO_PIPELINE)}
+    return {"pure DP": Shape(1, 1, 1, 1, 1, gpus, 1, False, NO_PIPELINE, sharding),
+            "pure TP": Shape(tp, 1, 1, 1, 1, gpus // tp, 1, tp > 1, NO_PIPELINE, sharding)}
 
 
 def _baselines(named: dict[str, Shape], by_shape: dict[Shape, Fit], failed: dict[Shape, str],
@@ -218,6 +223,7 @@ def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
                  overrides: dict | None = None, topology_overrides: dict | None = None,
                  micro_batch_sizes: tuple[int, ...] = (1, 2, 4, 8), max_context: int = 16,
                  max_simulations: int = 2000, schedules: str | Sequence[str] | None = None,
+                 sharding: str | Sequence[str] | None = None,
                  executor: Executor | None = None, store: ResultStore | None = None,
                  progress: bool | None = False) -> SearchResult:
     """Rank every plan of ``workload`` on ``gpus`` GPUs of ``topology`` (module docstring)."""
@@ -236,7 +242,8 @@ def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
     if gpus < 1 or gpus > t.max_gpus:
         raise ConfigError("--gpus", gpus, f"must be between 1 and the topology's {t.max_gpus}")
     names = schedule_names(schedules)
-    found = shapes(w, t, gpus, tuple(micro_batch_sizes), max_context, names)
+    layouts = sharding_names(sharding)
+    found = shapes(w, t, gpus, tuple(micro_batch_sizes), max_context, names, layouts)
     if len(found) > MAX_SHAPES:
         raise ConfigError("--gpus", gpus, f"gives {len(found)} plan shapes, over the cap of "
                           f"{MAX_SHAPES}; narrow --micro-batch-sizes or --max-context")
@@ -248,7 +255,7 @@ def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
     with Progress(len(valid), "memory+bound", enabled=progress) as bar:
         fits, failed = _fit_phase(valid, t, ex, counts, bar)
     by_shape = {f.shape: f for f in fits}
-    named = baseline_shapes(w, t, gpus)
+    named = baseline_shapes(w, t, gpus, layouts[0])
     forced = [by_shape[s] for s in named.values() if s in by_shape]
     with Progress(min(len(fits), max_simulations), "simulating", enabled=progress) as bar:
         pruned, capped = branch_and_bound(fits, forced, top, max_simulations, t, ex, store,
