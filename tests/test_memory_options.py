@@ -210,3 +210,36 @@ def test_sweep_marks_plans_over_memory_with_their_own_status():
     out = json.loads(simulate_task((w2, t)))
     assert out["status"] == "over_memory" and "does not fit" in out["reason"]
     assert out["step_time_s"] == pytest.approx(ok["step_time_s"])
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_fp8_saves_the_gemm_inputs_te_quantizes(sp):
+    # TE keeps the FP8 copy of a linear's input for its weight gradient: the two norm
+    # outputs (QKV, FC1 inputs; sequence-parallel shards with SP) and the FC2 input go from
+    # 2 bytes to 1; the projection adds a 1-byte copy beside the attention's 16-bit output
+    over = {"parallelism.tensor": 2, "parallelism.data": 4, "parallelism.sequence_parallel": sp}
+    bf16 = load_workload("llama3-8b", over)
+    fp8 = load_workload("llama3-8b", {**over, "training.precision": "fp8"})
+    s, b, h, f, t = 8192, 1, 4096, 14336, 2
+    qd = 32 * 128
+    saved = s * b * (2 * h / (t if sp else 1) + f / t - qd / t)
+    assert activation_bytes_per_layer(bf16) - activation_bytes_per_layer(fp8) == \
+        pytest.approx(saved)
+
+
+def test_te_fused_cross_entropy_keeps_16_bit_logits_only(h100):
+    from simulator.memory.activations import logits_transient_bytes, output_activation_bytes
+
+    over = {**TP1, "parallelism.pipeline": 2, "parallelism.data": 4}
+    plain = load_workload("llama3-8b", over)
+    fused = load_workload("llama3-8b", {**over, "training.cross_entropy_loss_fusion": True,
+                                        "training.cross_entropy_fusion_impl": "te"})
+    native = load_workload("llama3-8b", {**over, "training.cross_entropy_loss_fusion": True})
+    logits = 8192 * 1 * 128256  # s * b * V / t, TP 1
+    assert output_activation_bytes(plain) - output_activation_bytes(fused) == \
+        pytest.approx(2 * logits)  # fp32 -> 16-bit
+    assert logits_transient_bytes(plain) == pytest.approx(2 * logits)
+    assert logits_transient_bytes(fused) == 0.0
+    assert output_activation_bytes(native) == output_activation_bytes(plain)  # not modelled
+    last = [estimate_memory(x, h100).stages[-1].activations for x in (plain, fused)]
+    assert last[0] - last[1] == pytest.approx(4 * logits)
