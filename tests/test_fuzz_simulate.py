@@ -91,7 +91,11 @@ PARALLEL = {"context": [1, 2, 4, 3], "context_parallel_algo": ["ring", "ulysses"
 TRAINING = {"micro_batch_size": [1, 2, 4], "recompute": ["selective", "full"],
             "precision": ["fp16", "fp8"], "distributed_optimizer": [False],
             "overlap_grad_reduce": [False], "overlap_param_gather": [False],
-            "tp_comm_overlap": [True], "use_flash_attn": [False], "seed": [1, 2**32]}
+            "tp_comm_overlap": [True], "use_flash_attn": [False], "seed": [1, 2**32],
+            "use_megatron_fsdp": [True],
+            "data_parallel_sharding_strategy": ["no_shard", "optim_grads", "optim_grads_params"],
+            "keep_fp8_transpose_cache": [True], "cross_entropy_loss_fusion": [True],
+            "cross_entropy_fusion_impl": ["te"]}
 GPU = {"gemm_efficiency": [0.01, 1.0], "attention_efficiency": [0.01, 1.0],
        "memory_bandwidth_efficiency": [0.3, 1.0], "fp8_gemm_efficiency": [0.5],
        "gemm_half_dim": [0.0, 1e-6, 1000.0], "kernel_overhead_us": [0.0, 100.0],
@@ -165,6 +169,8 @@ def workload_doc(draw, valid: bool) -> dict:
     training = _fill(draw, {}, TRAINING)
     if valid:
         training.pop("use_flash_attn", None)
+        if "data_parallel_sharding_strategy" in training:  # read only under Megatron-FSDP
+            training["use_megatron_fsdp"] = True
     per_step = training.get("micro_batch_size", 1) * par["data"]
     many = per_step * par["pipeline"] * draw(st.sampled_from([1, 2, 3]))
     training["global_batch_size"] = many if valid else draw(st.sampled_from([many, 1, 7]))
