@@ -30,10 +30,9 @@ from ..workload.params import expert_data_parallel, stage_params
 from ..workload.partition import Partition, partition_layers
 from .activations import BYTES_16, moe_load
 from .stage_activations import stage_activations
-from .states import fp8_copy_bytes, grad_bytes, optimizer_bytes, weight_bytes
+from .states import FP8_BYTES, fp8_copy_bytes, grad_bytes, optimizer_bytes, weight_bytes
 
 GB = 1e9
-FP8_COPY_ON_GATHER = 1.0  # bytes/param: TE's FP8 cast of a gathered 16-bit weight
 COMPONENTS = ("parameters", "fp8_weight_copies", "gradients", "optimizer", "activations",
               "comm_buffers", "framework")
 
@@ -157,11 +156,17 @@ def fsdp_unit_bytes(w: Workload, unit_params: float) -> float:
     tr = w.training
     per = 0.0
     if tr.params_sharded:
-        per += weight_bytes(tr) + (FP8_COPY_ON_GATHER if tr.precision == "fp8"
+        per += weight_bytes(tr) + (FP8_BYTES if tr.precision == "fp8"
                                    and not tr.fp8_param_gather else 0.0)
     if tr.grads_sharded:
         per += grad_bytes(tr)
     return 2 * unit_params * per
+
+
+def _split(per_param: float, sp, shard: tuple[int, int]) -> float:
+    """Bytes of a state of ``per_param`` bytes per parameter, its dense and expert parts
+    split ``shard`` ways."""
+    return per_param * (sp.dense / shard[0] + sp.expert / shard[1])
 
 
 def estimate_memory(w: Workload, topo: Topology, partition: Partition | None = None,
@@ -179,31 +184,24 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | None = N
     load = moe_load(w, expert_load_factor)
     partition = partition or partition_layers(w)
     edp = expert_data_parallel(w) if w.model.moe is not None else 1
-
-    def shards(on: bool) -> tuple[int, int]:  # (dense, expert) ways a sharded state splits
-        return (par.data * par.context, edp) if on else (1, 1)
-
-    o_shard, g_shard, p_shard = (shards(tr.optimizer_sharded), shards(tr.grads_sharded),
-                                 shards(tr.params_sharded))
+    sharded = (par.data * par.context, edp)  # (dense, expert) ways a sharded state splits
+    o_shard, g_shard, p_shard = (sharded if on else (1, 1) for on in (
+        tr.optimizer_sharded, tr.grads_sharded, tr.params_sharded))
     weights, copies = weight_bytes(tr), fp8_copy_bytes(tr)
     if tr.params_sharded:  # Megatron-FSDP caches at most the FP8 transposes
-        copies = FP8_COPY_ON_GATHER if tr.keep_fp8_transpose_cache and copies else 0.0
+        copies = FP8_BYTES if tr.keep_fp8_transpose_cache and copies else 0.0
     grads, optim = grad_bytes(tr), optimizer_bytes(tr)
     comm = comm_buffer_bytes(w, expert_load_factor)
     stages = []
     for stage in range(partition.num_stages):
         sp = stage_params(w, partition, stage)
         acts = stage_activations(w, partition, stage, load)
-
-        def split(per: float, shard: tuple[int, int], sp=sp) -> float:
-            return per * (sp.dense / shard[0] + sp.expert / shard[1])
-
         stages.append(StageMemory(
             stage=stage,
-            parameters=split(weights, p_shard),
-            fp8_weight_copies=split(copies, p_shard),
-            gradients=split(grads, g_shard),
-            optimizer=split(optim, o_shard),
+            parameters=_split(weights, sp, p_shard),
+            fp8_weight_copies=_split(copies, sp, p_shard),
+            gradients=_split(grads, sp, g_shard),
+            optimizer=_split(optim, sp, o_shard),
             activations=acts.device,
             comm_buffers=comm + fsdp_unit_bytes(w, sp.total / max(1, sum(partition.layers[stage]))),
             framework=topo.gpu.framework_memory_bytes,

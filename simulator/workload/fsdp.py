@@ -37,13 +37,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..collectives import collective_time
-from ..compute import BYTES
 from ..config.workload import Workload
 from ..hardware import Placement, Topology
 from ..memory.states import weight_bytes
 from .shape import PlanShape
-
-GRAD_BYTES = 4.0  # fp32 gradient reduction (Megatron's default for bf16 training)
+from .step_input import grad_comm_bytes
 
 
 def units(shape: PlanShape, stage: int, chunk: int) -> int:
@@ -70,7 +68,7 @@ def unit_collectives(w: Workload, topo: Topology, shape: PlanShape,
         gather = collective_time("all_gather", dense * wb, groups["dp_cp"], topo) \
             + collective_time("all_gather", expert * wb, groups["edp"], topo)
     if tr.grads_sharded:
-        gb = GRAD_BYTES if tr.grad_reduce_in_fp32 else BYTES["bf16"]
+        gb = grad_comm_bytes(w)
         reduce = collective_time("reduce_scatter", dense * gb, groups["dp_cp"], topo) \
             + collective_time("reduce_scatter", expert * gb, groups["edp"], topo)
     return gather, reduce

@@ -44,6 +44,11 @@ from .shape import PlanShape
 GRAD_BYTES = 4  # fp32 gradient reduction (Megatron's default for bf16 training)
 
 
+def grad_comm_bytes(w: Workload) -> float:
+    """Bytes per gradient element on the wire: fp32 unless ``grad_reduce_in_fp32`` is off."""
+    return GRAD_BYTES if w.training.grad_reduce_in_fp32 else BYTES["bf16"]
+
+
 def buckets_of(params: float, dp: int, group: Placement, topo: Topology, dist_opt: bool,
              grad_bytes: float = GRAD_BYTES) -> list[tuple[float, float]]:
     """(seconds, bytes) of each DDP bucket of a chunk holding ``params`` elements.
@@ -78,7 +83,7 @@ def engine_input(w: Workload, topo: Topology, shape: PlanShape, groups: dict[str
     p2p = collective_time("send_recv", act, g["pp"], topo) if P > 1 else 0.0
     dense_shard, edp = shape.dense_shard, shape.expert_shard
     buckets, sizes, opt, ag, ag_bytes = [], [], [], [], []
-    grad_bytes = GRAD_BYTES if tr.grad_reduce_in_fp32 else BYTES["bf16"]
+    grad_bytes = grad_comm_bytes(w)
     # The distributed optimizer all-gathers the weights in the dtype the model holds them:
     # FP8 with fp8_param_gather (Megatron-Core: the TE weights are Float8Tensors and the
     # gather moves their 1-byte data), bf16 otherwise.
