@@ -189,6 +189,8 @@ def test_sweep_reports_days_and_dollars():
                               "mc_steps": 2})
     days = df["time_to_train.days"].tolist()
     assert days[0] < days[1]
+    # the step's memory check is the row's own, not repeated under time_to_train.
+    assert "fits_in_memory" in df and "time_to_train.fits_in_memory" not in df
     assert (df["time_to_train.cost_usd"] == df["time_to_train.gpu_hours"] * 2.0).all()
     with pytest.raises(ConfigError):
         sweep("tiny", "dgx-h100", executor="serial", time_to_train={"tokens": float("nan")})

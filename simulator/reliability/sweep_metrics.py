@@ -24,7 +24,9 @@ from ..errors import ConfigError
 from ..metrics.result import flatten
 
 PREFIX = "time_to_train."
-_SAME_AS_ROW = ("workload", "topology", "num_gpus")
+# already in the sweep row, from the same simulated step
+_SAME_AS_ROW = ("workload", "topology", "num_gpus", "memory_per_gpu_GB", "fits_in_memory",
+                "notes")
 
 
 Positive = real(gt=0)  # finite: NaN and infinities are refused
