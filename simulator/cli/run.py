@@ -69,7 +69,8 @@ def format_table(r: Result) -> str:
         f"DP{p['dp']} CP{p['cp']} EP{p['ep']}"
         + (f" VP{p['vp']}" if p["vp"] > 1 else "")
         + f", {p['schedule']}, MBS {p['mbs']}, GBS {p['gbs']} ({p['microbatches']} micro-batches)"
-        f", recompute {p['recompute']}, {p['precision']}",
+        f", recompute {p['recompute']}, {p['precision']}"
+        + (f", Megatron-FSDP {p['sharding']}" if p.get("megatron_fsdp") else ""),
         "",
         f"  step time          {r.step_time_s:10.3f} s{_band(r)}",
         *([f"  ideal step         {r.step_time_ideal_s:10.3f} s  (no wait for slow peers, "

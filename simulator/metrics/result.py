@@ -124,6 +124,7 @@ def _plan_dict(plan: Plan) -> dict[str, Any]:
         "mbs": tr.micro_batch_size, "gbs": tr.global_batch_size,
         "microbatches": plan.workload.num_microbatches, "recompute": tr.recompute_kind,
         "precision": tr.precision, "layers_per_stage": [sum(x) for x in plan.partition.layers],
+        "sharding": tr.sharding, "megatron_fsdp": tr.use_megatron_fsdp,
     }
 
 
