@@ -69,6 +69,11 @@ def test_fp8_weights_under_zero3_keep_no_cached_copies(h100):
     assert fsdp_unit_bytes(w, n / 32) == pytest.approx(2 * n / 32 * (2 + 1 + 4))
     z1 = load_workload("llama3-8b", fsdp("optim_grads", **{"training.precision": "fp8"}))
     assert estimate_memory(z1, h100).stages[0].fp8_weight_copies == pytest.approx(2 * n)
+    # keep_fp8_transpose_cache: one byte per parameter of the gathered, whole weights
+    # (Megatron-FSDP README: "number of parameter x 1 Byte of memory overhead")
+    kept = load_workload("llama3-8b", fsdp("optim_grads_params", **{
+        "training.precision": "fp8", "training.keep_fp8_transpose_cache": True}))
+    assert estimate_memory(kept, h100).stages[0].fp8_weight_copies == pytest.approx(n)
 
 
 def test_pipelined_traffic_closed_forms():
@@ -146,6 +151,9 @@ def test_strategy_without_fsdp_and_fsdp_with_precision_aware_optimizer_are_refus
         load_workload("llama3-8b", {"training.use_megatron_fsdp": True,
                                     "training.use_precision_aware_optimizer": True})
     assert exc.value.field == "training.use_precision_aware_optimizer"
+    with pytest.raises(ConfigError) as exc:
+        load_workload("llama3-8b", {"training.keep_fp8_transpose_cache": True})
+    assert exc.value.field == "training.keep_fp8_transpose_cache"
     w = load_workload("llama3-8b", {"training.use_megatron_fsdp": True})
     assert w.training.sharding == "optim_grads_params"  # Megatron-Core's default
     assert load_workload("llama3-8b").training.sharding == "optim"

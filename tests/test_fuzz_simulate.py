@@ -169,8 +169,8 @@ def workload_doc(draw, valid: bool) -> dict:
     training = _fill(draw, {}, TRAINING)
     if valid:
         training.pop("use_flash_attn", None)
-        if "data_parallel_sharding_strategy" in training:  # read only under Megatron-FSDP
-            training["use_megatron_fsdp"] = True
+        if {"data_parallel_sharding_strategy", "keep_fp8_transpose_cache"} & set(training):
+            training["use_megatron_fsdp"] = True  # read only under Megatron-FSDP
     per_step = training.get("micro_batch_size", 1) * par["data"]
     many = per_step * par["pipeline"] * draw(st.sampled_from([1, 2, 3]))
     training["global_batch_size"] = many if valid else draw(st.sampled_from([many, 1, 7]))

@@ -291,6 +291,10 @@ class TrainingConfig(Schema):
                               "needs training.use_megatron_fsdp: true (Megatron-Core reads it "
                               "only under Megatron-FSDP; without it, distributed_optimizer "
                               "decides the sharding)")
+        if self.keep_fp8_transpose_cache and not self.use_megatron_fsdp:
+            raise ConfigError("training.keep_fp8_transpose_cache", True,
+                              "needs training.use_megatron_fsdp: true (a Megatron-FSDP "
+                              "option; without it TE keeps its FP8 weight copies anyway)")
         if self.use_megatron_fsdp and self.use_precision_aware_optimizer:
             raise ConfigError("training.use_precision_aware_optimizer", True,
                               "cannot be combined with use_megatron_fsdp (Megatron-Bridge "

@@ -188,7 +188,7 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | None = N
     o_shard, g_shard, p_shard = (sharded if on else (1, 1) for on in (
         tr.optimizer_sharded, tr.grads_sharded, tr.params_sharded))
     weights, copies = weight_bytes(tr), fp8_copy_bytes(tr)
-    if tr.params_sharded:  # Megatron-FSDP caches at most the FP8 transposes
+    if tr.params_sharded:  # Megatron-FSDP caches at most the gathered weights' FP8 transposes
         copies = FP8_BYTES if tr.keep_fp8_transpose_cache and copies else 0.0
     grads, optim = grad_bytes(tr), optimizer_bytes(tr)
     comm = comm_buffer_bytes(w, expert_load_factor)
@@ -199,7 +199,7 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | None = N
         stages.append(StageMemory(
             stage=stage,
             parameters=_split(weights, sp, p_shard),
-            fp8_weight_copies=_split(copies, sp, p_shard),
+            fp8_weight_copies=copies * sp.total,  # of the gathered (whole) weights
             gradients=_split(grads, sp, g_shard),
             optimizer=_split(optim, sp, o_shard),
             activations=acts.device,
