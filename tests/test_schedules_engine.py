@@ -109,3 +109,64 @@ def test_grad_reduce_overlap_hides_dp_behind_backward():
     serial = run_engine(_engine("1f1b", 1, 4, buckets=buckets, overlap_grad_reduce=False))
     assert serial.step_time == pytest.approx(12.0 + 1.0)
     assert over.step_time == pytest.approx(12.0 + 0.2)
+
+
+def test_microbatch_group_size_follows_megatron_core():
+    from simulator.schedules.interleaved import SCHEDULE as inter
+    from simulator.schedules.interleaved import schedule_table
+
+    # Megatron-Core ModelParallelConfig docstring, PP 2 VP 2, N 3, M 5:
+    # rank 0 | 0 1 2 0 1 2 3 4 3 4 (micro-batches; chunks 0 0 0 1 1 1 0 0 1 1)
+    assert schedule_table(5, 2, 3) == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1),
+                                       (3, 0), (4, 0), (3, 1), (4, 1)]
+    g = inter.grouped(3)
+    assert g is inter.grouped(3) and g.group == 3  # one instance per group size
+    steps = g.steps(2, 5, 2)
+    warm = 2 * (2 - 0 - 1) + (2 - 1) * 3  # Megatron's warm-up on rank 0: 5
+    assert [tuple(s) for s in steps[0][:warm]] == \
+        [("F", 0, 0), ("F", 1, 0), ("F", 2, 0), ("F", 0, 1), ("F", 1, 1)]
+    assert g.in_flight(2, 5, 2, 0) == pytest.approx((warm + 1) / 2)
+    # the default group (N = p) is the paper's order, step for step
+    assert inter.grouped(4).steps(4, 8, 2) == inter.steps(4, 8, 2)
+    # Megatron-Core's rules: p <= N <= m, and m % N is 0 or at least p
+    for n, m in [(1, 8), (9, 8), (3, 4)]:
+        with pytest.raises(ConfigError) as exc:
+            inter.grouped(n).check(2, m, 2)
+        assert exc.value.field == "parallelism.microbatch_group_size_per_vp_stage"
+    inter.grouped(3).check(2, 5, 2)
+
+
+@pytest.mark.parametrize("p,m,v,n", [(2, 8, 2, 4), (4, 8, 2, 8), (4, 12, 3, 6)])
+def test_larger_groups_keep_the_bubble_and_hold_more(p, m, v, n):
+    # with equal stages and free sends a breadth-first group has the same bubble
+    # (p-1)/(vm+p-1) as the depth-first default, and keeps more micro-batches in flight
+    from simulator.schedules.interleaved import SCHEDULE as inter
+
+    fwd, bwd = np.full((p, v, m), 1.0 / v), np.full((p, v, m), 2.0 / v)
+    none = [[[] for _ in range(v)] for _ in range(p)]
+    run = run_engine(EngineInput(inter.grouped(n).steps(p, m, v), fwd, bwd, np.zeros(p), none,
+                                 np.zeros(p), np.zeros(p)))
+    frac = (run.step_time - run.stages[0].busy) / run.step_time
+    assert frac == pytest.approx(bubble_closed_form(p, m, v), rel=1e-12)
+    assert inter.grouped(n).in_flight(p, m, v, 0) > inter.in_flight(p, m, v, 0)
+
+
+def test_workload_group_size_reaches_schedule_memory_and_rules():
+    from simulator import simulate
+    from simulator.config import load_workload
+
+    base = simulate("llama3-70b", "dgx-h100", variability=False)  # TP8 PP4 VP5, 64 mbs
+    same = simulate("llama3-70b", "dgx-h100", variability=False,
+                    overrides={"parallelism.microbatch_group_size_per_vp_stage": 4})
+    assert same.step_time_s == base.step_time_s
+    assert same.memory_per_gpu_GB == base.memory_per_gpu_GB
+    wide = simulate("llama3-70b", "dgx-h100", variability=False,
+                    overrides={"parallelism.microbatch_group_size_per_vp_stage": 16})
+    assert wide.memory_breakdown_GB["activations"] > base.memory_breakdown_GB["activations"]
+    with pytest.raises(ConfigError) as exc:
+        simulate("llama3-70b", "dgx-h100", overrides={
+            "parallelism.pipeline_schedule": "1f1b", "parallelism.virtual_pipeline": None,
+            "parallelism.microbatch_group_size_per_vp_stage": 4})
+    assert exc.value.field == "parallelism.microbatch_group_size_per_vp_stage"
+    with pytest.raises(ConfigError):
+        load_workload("llama3-70b", {"parallelism.microbatch_group_size_per_vp_stage": 0})

@@ -150,6 +150,9 @@ class ParallelConfig(Schema):
     expert: PositiveInt = 1
     expert_tensor: PositiveInt | None = None  # ETP; default = tensor (Megatron-Core)
     virtual_pipeline: PositiveInt | None = None
+    # Megatron-Core --microbatch-group-size-per-virtual-pipeline-stage: micro-batches each
+    # virtual stage runs in a row in the interleaved schedule (default: pipeline)
+    microbatch_group_size_per_vp_stage: PositiveInt | None = None
     sequence_parallel: bool = False
     # Any schedule registered in simulator.schedules (one file each); checked, with the
     # schedule's own rules (virtual_pipeline, micro-batch count), by workload.validate.

@@ -54,7 +54,7 @@ from ..config.recompute import DEFAULT_MODULES, Recompute
 from ..config.workload import Workload
 from ..errors import ConfigError
 from ..moe.router import is_moe_layer as moe_rule
-from ..schedules import get_schedule
+from ..schedules import schedule_of
 from ..workload.mla import qk_dim
 
 BYTES_16 = 2.0  # bf16 / fp16 element
@@ -202,7 +202,7 @@ def microbatches_in_flight(w: Workload, stage: int) -> float:
     (:meth:`simulator.schedules.Schedule.in_flight`; GPipe ``m``, 1F1B
     ``min(p - stage, m)``, interleaved per Korthikanti 2022 Sec. 4.2.3, ...)."""
     par = w.parallelism
-    return get_schedule(par.pipeline_schedule).in_flight(
+    return schedule_of(par).in_flight(
         par.pipeline, w.num_microbatches, par.vp, stage)
 
 

@@ -42,6 +42,20 @@ def get_schedule(name: str) -> Schedule:
     return SCHEDULES[name]
 
 
+def schedule_of(parallelism) -> Schedule:
+    """The schedule a ``ParallelConfig`` runs: its ``pipeline_schedule``, with Megatron-Core's
+    ``microbatch_group_size_per_vp_stage`` where set (the interleaved schedule only)."""
+    sched = get_schedule(parallelism.pipeline_schedule)
+    n = parallelism.microbatch_group_size_per_vp_stage
+    if n is None or (n == parallelism.pipeline and sched.virtual):
+        return sched
+    if not sched.virtual:
+        raise ConfigError("parallelism.microbatch_group_size_per_vp_stage", n,
+                          "applies to pipeline_schedule 'interleaved' only (Megatron-Core "
+                          "reads it for the interleaved schedule)")
+    return sched.grouped(n)
+
+
 def build_schedule(name: str, p: int, m: int, v: int = 1) -> list[list[Step]]:
     """Per-stage step lists of schedule ``name``."""
     return get_schedule(name).steps(p, m, v)
@@ -57,4 +71,4 @@ def bubble_closed_form(p: int, m: int, v: int = 1) -> float:
 
 
 __all__ = ["SCHEDULES", "FusedStep", "Route", "Schedule", "Step", "bubble_closed_form",
-           "build_schedule", "get_schedule", "is_fused"]
+           "build_schedule", "get_schedule", "is_fused", "schedule_of"]

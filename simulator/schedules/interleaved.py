@@ -1,11 +1,21 @@
-"""Interleaved 1F1B (Narayanan et al. 2021, Sec. 2.2).
+"""Interleaved 1F1B (Narayanan et al. 2021, Sec. 2.2), with Megatron-Core's group size.
 
 Each stage holds ``v`` model chunks, chunk ``c`` of stage ``s`` being global
 chunk ``c*p + s``; the bubble shrinks by ``v`` to ``(p-1)/(v*m+p-1)`` of the
-pipeline time. Megatron warms up ``2*(p-s-1) + (v-1)*p`` chunk-micro-batches
-plus the one in flight, each ``1/v`` of a stage, so stage 0 holds
-``p*(1 + (p-1)/(p*v))`` stage micro-batches (Korthikanti 2022, Sec. 4.2.3).
-Requires ``m % p == 0`` (Megatron-LM's rule).
+pipeline time. Each virtual stage runs ``N`` micro-batches in a row
+(``parallelism.microbatch_group_size_per_vp_stage``, Megatron-Core's
+``--microbatch-group-size-per-virtual-pipeline-stage``; default ``N = p``, the
+depth-first order of the paper): the k-th forward is micro-batch
+``g*N + i`` of chunk ``c`` for ``k = g*N*v + c*N + i``, the last group holding the
+remaining micro-batches (Megatron-Core ``get_schedule_table``); the backward visits
+the chunks in reverse. Megatron warms up ``2*(p-s-1) + (v-1)*N``
+chunk-micro-batches plus the one in flight, each ``1/v`` of a stage, so with
+``N = p`` stage 0 holds ``p*(1 + (p-1)/(p*v))`` stage micro-batches (Korthikanti
+2022, Sec. 4.2.3); a larger ``N`` holds more and hides more of the sends. Rules
+(Megatron-Core ``forward_backward_pipelining_with_interleaving``): ``p <= N <= m``,
+and ``m % N`` is 0 or at least ``p``; with the default that is ``m % p == 0``.
+Source: Megatron-LM ``megatron/core/pipeline_parallel/schedules.py`` at commit
+d98e8a64 (``get_pp_rank_microbatches``, ``get_schedule_table``).
 """
 
 from __future__ import annotations
@@ -13,13 +23,13 @@ from __future__ import annotations
 from .base import Schedule, Step, need
 
 
-def _virtual(k: int, p: int, v: int, forward: bool) -> tuple[int, int]:
-    """Megatron's map from the k-th virtual micro-batch to (microbatch, chunk)."""
-    group, pos = divmod(k, p * v)
-    chunk = pos // p
-    if not forward:
-        chunk = v - 1 - chunk
-    return group * p + pos % p, chunk
+def schedule_table(m: int, v: int, n: int) -> list[tuple[int, int]]:
+    """(micro-batch, chunk) of each virtual micro-batch in forward order, ``n`` per group."""
+    table = []
+    for first in range(0, m, n):
+        last = m if first + n >= m else first + n
+        table += [(mb, c) for c in range(v) for mb in range(first, last)]
+    return table
 
 
 class Interleaved(Schedule):
@@ -27,15 +37,27 @@ class Interleaved(Schedule):
     source = "Narayanan et al. 2021, Sec. 2.2, Fig. 4"
     virtual = True
 
+    def __init__(self, group: int | None = None):
+        self.group = group  # micro-batches per virtual stage in a row; None: p
+
+    def _n(self, p: int) -> int:
+        return self.group or p
+
+    def grouped(self, n: int) -> Interleaved:
+        """This schedule with ``n`` micro-batches in a row per virtual stage (one instance
+        per ``n``, so caches keyed by the schedule see the same object)."""
+        return _GROUPED.setdefault(n, Interleaved(n))
+
     def steps(self, p: int, m: int, v: int) -> list[list[Step]]:
         total = m * v
         # the k-th forward / backward is the same (micro-batch, chunk) on every stage:
         # map once, then each stage is warm-up forwards, F/B pairs, drain backwards
-        fwd = [Step("F", *_virtual(k, p, v, True)) for k in range(total)]
-        bwd = [Step("B", *_virtual(k, p, v, False)) for k in range(total)]
+        table = schedule_table(m, v, self._n(p))
+        fwd = [Step("F", mb, c) for mb, c in table]
+        bwd = [Step("B", mb, v - 1 - c) for mb, c in table]
         out = []
         for s in range(p):
-            warm = min((p - s - 1) * 2 + (v - 1) * p, total)
+            warm = min((p - s - 1) * 2 + (v - 1) * self._n(p), total)
             steps = fwd[:warm]
             for pair in zip(fwd[warm:], bwd, strict=False):  # one F, one B
                 steps.extend(pair)
@@ -44,14 +66,23 @@ class Interleaved(Schedule):
         return out
 
     def in_flight(self, p: int, m: int, v: int, stage: int) -> float:
-        chunks = 2 * (p - stage - 1) + (v - 1) * p + 1
+        chunks = 2 * (p - stage - 1) + (v - 1) * self._n(p) + 1
         return min(chunks, m * v) / v
 
     def check(self, p: int, m: int, v: int) -> None:
         super().check(p, m, v)
-        need(m % p == 0, "training.global_batch_size", f"{m} micro-batches",
-             f"interleaved schedule needs the micro-batch count ({m}) to be a multiple "
-             f"of pipeline ({p})")
+        if self.group is None:
+            need(m % p == 0, "training.global_batch_size", f"{m} micro-batches",
+                 f"interleaved schedule needs the micro-batch count ({m}) to be a multiple "
+                 f"of pipeline ({p})")
+            return
+        n = self.group
+        need(p <= n <= m, "parallelism.microbatch_group_size_per_vp_stage", n,
+             f"between pipeline ({p}) and the micro-batch count ({m}) (Megatron-Core's rule)")
+        need(m % n == 0 or m % n >= p, "parallelism.microbatch_group_size_per_vp_stage", n,
+             f"a divisor of the micro-batch count ({m}), or leaving a last group of at "
+             f"least pipeline ({p}) micro-batches (now {m % n}; Megatron-Core's rule)")
 
 
+_GROUPED: dict[int, Interleaved] = {}
 SCHEDULE = Interleaved()

@@ -36,7 +36,7 @@ from functools import cached_property
 
 from ..config.workload import Workload
 from ..errors import ConfigError
-from ..schedules import get_schedule
+from ..schedules import schedule_of
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class Partition:
 def partition_layers(w: Workload) -> Partition:
     L = w.model.num_layers
     p = w.parallelism.pipeline
-    sched = get_schedule(w.parallelism.pipeline_schedule)
+    sched = schedule_of(w.parallelism)
     vp = sched.chunks(w.parallelism.vp)
     route = sched.route(p, w.parallelism.vp)
     first = w.parallelism.decoder_first_pipeline_num_layers

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..config.workload import Workload
-from ..schedules import Route, Schedule, Step, get_schedule
+from ..schedules import Route, Schedule, Step, schedule_of
 from .params import StageParams, expert_data_parallel, stage_params
 from .partition import Partition, partition_layers
 
@@ -65,7 +65,7 @@ class PlanShape:
 def plan_shape(w: Workload) -> PlanShape:
     """The shape of ``w``'s plan; raises ConfigError if the layer split is impossible."""
     par, tr = w.parallelism, w.training
-    sched = get_schedule(par.pipeline_schedule)
+    sched = schedule_of(par)
     p, v, m = par.pipeline, par.vp, w.num_microbatches
     part = partition_layers(w)
     edp = expert_data_parallel(w) if w.model.moe is not None else 1

@@ -21,7 +21,7 @@ from ..config.topology import TopologyConfig
 from ..config.validate import check_config
 from ..config.workload import Workload
 from ..errors import ConfigError
-from ..schedules import get_schedule
+from ..schedules import schedule_of
 from .params import stage_params
 from .partition import partition_layers
 
@@ -32,7 +32,7 @@ def check_plan(w: Workload, topo: TopologyConfig) -> None:
     """Raise ConfigError for the first rule the plan breaks."""
     check_config(w, topo)
     par = w.parallelism
-    get_schedule(par.pipeline_schedule).check(par.pipeline, w.num_microbatches, par.vp)
+    schedule_of(par).check(par.pipeline, w.num_microbatches, par.vp)
     _check_params(w)
 
 
