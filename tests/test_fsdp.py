@@ -199,3 +199,28 @@ def test_search_tries_megatron_fsdp_layouts_and_reproduces_them():
         row = both.plans[both.plans["rank"] == rank].iloc[0]
         again = simulate("llama3-8b", "dgx-h100", overrides=both.overrides_for(rank))
         assert again.step_time_s == pytest.approx(row["step_time_s"], rel=1e-12)
+
+
+def test_trace_shows_fsdp_traffic_and_does_not_stretch_the_kernels_by_it():
+    from simulator.report.figures import simulate_run
+    from simulator.report.trace import THREADS, chrome_trace
+
+    over = fsdp("optim_grads_params", **{"training.global_batch_size": 16})
+    run = simulate_run("llama3-8b", "dgx-h100", over)
+    trace = chrome_trace(run.plan, run.engine, run.result)["traceEvents"]
+    dp_tid, cpu_tid = THREADS["dp"][0], THREADS["compute"][0]
+    fsdp_slices = [e for e in trace if e.get("ph") == "X" and e["tid"] == dp_tid
+                   and e["name"].startswith("FSDP")]
+    m = run.plan.workload.num_microbatches
+    assert len(fsdp_slices) == 2 * m  # one per forward and per backward phase (PP 1)
+    assert all(e["args"]["exposed_us"] > 0 for e in fsdp_slices)
+    # kernels of the first forward fill the phase less its FSDP wait, as in the plain plan
+    f0 = run.plan.phases[("F", 0, 0)]
+    phase = next(e for e in trace if e.get("ph") == "X" and e["tid"] == cpu_tid
+                 and e["name"] == "F mb 0")
+    end = phase["ts"] + phase["dur"]
+    kernels = [e for e in trace if e.get("cat") == "kernel" and e["args"]["microbatch"] == 0
+               and e["args"]["phase"] == "F" and phase["ts"] <= e["ts"] < end]
+    exposed = run.plan.fsdp_exposed[0][0, 0, 0]
+    assert sum(e["dur"] for e in kernels) <= (f0.duration + 1e-9) * 1e6 + 1e-3 * len(kernels)
+    assert phase["dur"] == pytest.approx((f0.duration + exposed) * 1e6, abs=1e-2)

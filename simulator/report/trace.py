@@ -114,9 +114,19 @@ def _phase(out: _Writer, plan: Any, r: Any, pid: int, detail: str) -> None:
     if getattr(r, "fused", False):
         args["overlapped"] = "F&B pair (DualPipe)"
     ps, pe = out.slice(name, cat, pid, "compute", _us(r.start), _us(r.end), args)
+    fsdp = 0.0  # Megatron-FSDP's exposed gathers / reduce-scatters inside this phase
+    added = getattr(plan, "fsdp_exposed", None)  # None: no FSDP (or a plan without it)
+    if added is not None and (r.name == "B" or (
+            r.name == "F" and plan.workload.training.params_sharded)):
+        fsdp = float(added[r.name == "B"][r.stage, r.chunk, r.mb])
+        out.slice(f"FSDP {'all-gather' if r.name == 'F' else 'all-gather + reduce-scatter'}",
+                  "dp", pid, "dp", _us(r.start), _us(r.end),
+                  {"exposed_us": _us(fsdp), "microbatch": r.mb, "chunk": r.chunk,
+                   "note": "per-layer traffic pipelined with the phase's layers"})
     if detail != "op" or ph is None or not ph.ops:
         return
-    stretch = (r.end - r.start) / ph.duration if ph.duration > 0 else 1.0
+    busy = r.end - r.start - fsdp  # the ops' own time; the FSDP wait is not theirs
+    stretch = busy / ph.duration if ph.duration > 0 else 1.0
     inner = pe  # compute kernels nest inside the phase, one after another
     child_end = ps
     for o in sorted(ph.ops, key=lambda o: o.start):

@@ -90,13 +90,16 @@ def pipelined(compute: np.ndarray, n: int, gather: float, reduce: float, slowdow
 
 def add_fsdp_traffic(w: Workload, topo: Topology, shape: PlanShape,
                      groups: dict[str, Placement], fwd: np.ndarray, bwd: np.ndarray,
-                     totals: list[dict[str, float]] | None) -> None:
+                     totals: list[dict[str, float]] | None
+                     ) -> tuple[np.ndarray, np.ndarray] | None:
     """Add the per-micro-batch FSDP collectives to the ``[stage, chunk, micro-batch]``
     forward and backward tables in place, and their exposed seconds to each stage's
-    ``totals["dp"]`` (when given). Nothing without sharded gradients."""
+    ``totals["dp"]`` (when given). Returns the seconds added (forward, backward tables;
+    the trace shows them), or None without sharded gradients, which adds nothing."""
     tr = w.training
     if not tr.grads_sharded:
-        return
+        return None
+    added = (np.zeros_like(fwd), np.zeros_like(bwd))
     slowdown = topo.gpu.comm_overlap_slowdown
     for s in range(fwd.shape[0]):
         for c in range(fwd.shape[1]):
@@ -106,5 +109,7 @@ def add_fsdp_traffic(w: Workload, topo: Topology, shape: PlanShape,
             b = pipelined(bwd[s, c], n, gather, reduce, slowdown)
             fwd[s, c] += f
             bwd[s, c] += b
+            added[0][s, c], added[1][s, c] = f, b
             if totals is not None:
                 totals[s]["dp"] = totals[s].get("dp", 0.0) + float(f.sum() + b.sum())
+    return added

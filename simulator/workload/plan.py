@@ -53,6 +53,8 @@ class Plan:
     moe: MoECost | None = None
     shape: PlanShape | None = None
     ep_breakdown: list[dict[str, float]] = field(default_factory=list)  # per stage, seconds
+    # Megatron-FSDP's exposed seconds in each forward / backward phase (workload/fsdp.py)
+    fsdp_exposed: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool = True) -> Plan:
@@ -110,7 +112,8 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
         add_moe_parts(bld.moe, pending, (fwd, bwd, wgrad, fwd_ep, bwd_ep),
                       None if bound_only else totals, ep_totals,
                       None if ops or bound_only else phases)
-    add_fsdp_traffic(w, topo, bld.shape, bld.groups, fwd, bwd, None if bound_only else totals)
+    fsdp = add_fsdp_traffic(w, topo, bld.shape, bld.groups, fwd, bwd,
+                            None if bound_only else totals)
     params = list(bld.shape.params)
     notes = [bld.part.note] if "even split" not in bld.part.note else []
     imbalance = {}
@@ -124,7 +127,7 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
                                           not bound_only),
                 stage_params=params, totals=totals, notes=notes, imbalance=imbalance,
                 moe=bld.moe, shape=bld.shape,
-                ep_breakdown=ep_totals if bld.moe is not None else [])
+                ep_breakdown=ep_totals if bld.moe is not None else [], fsdp_exposed=fsdp)
 
 
 def _moe_imbalance(moe: MoECost) -> dict[str, float]:
