@@ -256,6 +256,8 @@ class TrainingConfig(Schema):
     # (simulator/workload/fsdp.py); without FSDP the strategy is not read, so setting it
     # alone is refused.
     use_megatron_fsdp: bool = False
+    data_parallel_sharding_strategy: Literal["no_shard", "optim", "optim_grads",
+                                             "optim_grads_params"] | None = None
     # Megatron-FSDP keeps the FP8 transposes of the gathered weights across micro-batches
     # (Megatron-Core DDP keep_fp8_transpose_cache; Megatron-Bridge sets it False for FSDP)
     keep_fp8_transpose_cache: bool = False
@@ -264,8 +266,6 @@ class TrainingConfig(Schema):
     # writes their gradient in place (simulator/memory/activations.py)
     cross_entropy_loss_fusion: bool = False
     cross_entropy_fusion_impl: Literal["native", "te"] = "native"
-    data_parallel_sharding_strategy: Literal["no_shard", "optim", "optim_grads",
-                                             "optim_grads_params"] | None = None
 
     @check
     def _check(self) -> None:
