@@ -27,7 +27,8 @@ BF16_BYTES = 2
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topology", "-t", required=True,
-                   help="topology YAML path or shipped name (dgx-a100, dgx-h100, gb200-nvl72)")
+                   help="topology YAML path or shipped name (dgx-a100, dgx-h100, dgx-b200, "
+                        "gb200-nvl72)")
     p.add_argument("--op", default="all_reduce", help=f"one of {', '.join(OPS)}")
     p.add_argument("--ranks", "-n", type=int, required=True, help="group size")
     p.add_argument("--stride", type=int, default=1, help="global-rank distance between members")

@@ -22,7 +22,8 @@ def add_config_arguments(p: argparse.ArgumentParser, workload: bool = True) -> N
     if workload:
         p.add_argument("workload", help="workload YAML path or shipped name (e.g. llama3-8b)")
     p.add_argument("--topology", "-t", required=True,
-                   help="topology YAML path or shipped name (dgx-a100, dgx-h100, gb200-nvl72)")
+                   help="topology YAML path or shipped name (dgx-a100, dgx-h100, dgx-b200, "
+                        "gb200-nvl72)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a workload field, e.g. parallelism.tensor=4 (repeatable)")
     p.add_argument("--set-topology", action="append", default=[], metavar="FIELD=VALUE",
