@@ -106,21 +106,30 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def _names(value: str | Sequence[str], option: str, allowed: Sequence[str],
+           every: tuple[str, ...]) -> tuple[str, ...]:
+    """Names from ``allowed`` in ``value`` (a comma-separated string or a sequence),
+    deduplicated in the order given; ``"all"`` gives ``every``. Anything else is a
+    ConfigError of ``option``."""
+    names = value.split(",") if isinstance(value, str) else list(value)
+    names = [str(n).strip() for n in names if str(n).strip()]
+    if names == ["all"]:
+        return every
+    if not names or any(n not in allowed for n in names):
+        shown = value if isinstance(value, str) else ",".join(map(str, value))
+        raise ConfigError(option, shown, "comma-separated names from "
+                          f"{', '.join(allowed)}, or 'all'")
+    return tuple(dict.fromkeys(names))
+
+
 def schedule_names(value: str | Sequence[str] | None) -> tuple[str, ...]:
     """The schedules a search tries: ``None`` for :data:`DEFAULT_SCHEDULES`, ``"all"`` for
     every registered one, else names (a comma-separated string or a sequence), deduplicated
     in the order given."""
     if value is None:
         return DEFAULT_SCHEDULES
-    names = value.split(",") if isinstance(value, str) else list(value)
-    names = [str(n).strip() for n in names if str(n).strip()]
-    if names == ["all"]:
-        return tuple(sorted(SCHEDULES))
-    if not names or any(n not in SCHEDULES for n in names):
-        shown = value if isinstance(value, str) else ",".join(map(str, value))
-        raise ConfigError("--schedules", shown, "comma-separated names from "
-                          f"{', '.join(sorted(SCHEDULES))}, or 'all'")
-    return tuple(dict.fromkeys(names))
+    every = tuple(sorted(SCHEDULES))
+    return _names(value, "--schedules", every, every)
 
 
 def sharding_names(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -129,15 +138,7 @@ def sharding_names(value: str | Sequence[str] | None) -> tuple[str, ...]:
     comma-separated string or a sequence), deduplicated in the order given."""
     if value is None:
         return ("",)
-    names = value.split(",") if isinstance(value, str) else list(value)
-    names = [str(n).strip() for n in names if str(n).strip()]
-    if names == ["all"]:
-        return SHARDING_ALL
-    if not names or any(n not in SHARDINGS for n in names):
-        shown = value if isinstance(value, str) else ",".join(map(str, value))
-        raise ConfigError("--sharding", shown, "comma-separated names from "
-                          f"{', '.join(SHARDINGS)}, or 'all'")
-    return tuple(dict.fromkeys(names))
+    return _names(value, "--sharding", SHARDINGS, SHARDING_ALL)
 
 
 def _paired(pp: int, vp: int, schedules: tuple[str, ...]) -> list[str]:
