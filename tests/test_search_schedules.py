@@ -101,7 +101,7 @@ def test_schedule_plans_reproduce_with_simulate(both):
 
 
 def test_cli_table_and_csv_show_the_schedule(capsys):
-    args = ["search", "tiny", "--topology", "dgx-h100", "--gpus", "4", "--top", "3",
+    args = ["search", "tiny", "--topology", "dgx-h100", "--gpus", "4", "--top", "5",
             "--workers", "1", "--micro-batch-sizes", "1", "--schedules", "zb_h1,1f1b"]
     assert main(args) == 0
     out = capsys.readouterr().out

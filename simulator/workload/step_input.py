@@ -5,12 +5,14 @@ Per pipeline stage:
 * **p2p**: one activation send per micro-batch between neighbouring stages over
   the PP group, ``Tn x h`` elements (``Tn = T/tp`` with sequence parallelism, which
   sends the TP shard, else ``T``);
-* **DP gradient buckets** of each model chunk, released as the chunk's last backward
-  ends: Megatron-Core DDP buckets of ``max(40e6, 1e6 * dp)`` parameters, each
-  reduce-scattered (distributed optimizer) or all-reduced, dense parameters over
-  ``DP*CP`` and expert parameters over expert-DP, in fp32 unless
-  ``grad_reduce_in_fp32`` is off; with two model copies (DualPipe) a chunk's gradient
-  is first summed with its twin's on stage ``p-1-s``;
+* **DP gradient buckets** of each model chunk, released over the chunk's last
+  backward: Megatron-Core DDP buckets of ``max(40e6, 1e6 * DP)`` parameters (``DP``
+  without CP), each reduce-scattered (distributed optimizer) or all-reduced, dense
+  parameters over ``DP*CP`` and expert parameters over expert-DP, in fp32 unless
+  ``grad_reduce_in_fp32`` is off. Only the first pipeline stage's first model chunk is
+  bucketed: every other chunk reduces each of its buffers (dense, expert) as one
+  bucket once its last backward ends (:func:`bucketed`); with two model copies
+  (DualPipe) a chunk's gradient is first summed with its twin's on stage ``p-1-s``;
 * **optimizer step** on the stage's shard of parameters
   (:func:`simulator.compute.optimizer_time`);
 * **parameter all-gather** of the distributed optimizer, in the dtype the model holds
@@ -49,17 +51,34 @@ def grad_comm_bytes(w: Workload) -> float:
     return GRAD_BYTES if w.training.grad_reduce_in_fp32 else BYTES["bf16"]
 
 
+def bucketed(stage: int, chunk: int) -> bool:
+    """Whether (stage, chunk) splits its gradients into DDP buckets.
+
+    Megatron-LM wraps every model chunk but the first with ``disable_bucketing=True``
+    (``megatron/training/models/dist_utils.py``: ``disable_bucketing = model_chunk_idx > 0
+    or overlap_param_gather_with_optimizer_step``), and Megatron-Core DDP turns bucketing
+    off on every pipeline rank but the first (``distributed_data_parallel.py``: ``if
+    disable_bucketing or pp_rank > 0: self.bucket_size = None``; Megatron-LM d98e8a64):
+    their gradient sync is not on the critical path. An unbucketed chunk reduces each
+    gradient buffer as one bucket once the chunk's last backward has ended.
+    """
+    return stage == 0 and chunk == 0
+
+
 def buckets_of(params: float, dp: int, group: Placement, topo: Topology, dist_opt: bool,
-             grad_bytes: float = GRAD_BYTES) -> list[tuple[float, float]]:
+             grad_bytes: float = GRAD_BYTES, split: bool = True
+             ) -> list[tuple[float, float]]:
     """(seconds, bytes) of each DDP bucket of a chunk holding ``params`` elements.
 
-    Megatron-Core DDP buckets hold ``max(40e6, 1e6 * dp)`` parameters; each is
-    reduce-scattered (distributed optimizer) or all-reduced, in fp32 unless
-    ``grad_reduce_in_fp32`` is off (then bf16, ``grad_bytes`` = 2).
+    Megatron-Core DDP buckets hold ``max(40e6, 1e6 * dp)`` parameters, ``dp`` the
+    data-parallel size without CP (``distributed_data_parallel.py``: ``max(40000000,
+    1000000 * dp_group.size())``); without ``split`` the chunk is one bucket
+    (:func:`bucketed`). Each is reduce-scattered (distributed optimizer) or all-reduced,
+    in fp32 unless ``grad_reduce_in_fp32`` is off (then bf16, ``grad_bytes`` = 2).
     """
     if group.size <= 1 or params <= 0:
         return []
-    size = max(40e6, 1e6 * dp)
+    size = max(40e6, 1e6 * dp) if split else params
     n = max(1, math.ceil(params / size))
     op = "reduce_scatter" if dist_opt else "all_reduce"
     nbytes = params / n * grad_bytes
@@ -104,11 +123,12 @@ def engine_input(w: Workload, topo: Topology, shape: PlanShape, groups: dict[str
             if tr.grads_sharded:  # reduce-scattered after every backward (workload/fsdp.py)
                 row.append(twin_sum)
                 continue
+            split = bucketed(s, c)
             row.append(twin_sum
-                       + buckets_of(sp.dense * share, dense_shard, g["dp_cp"], topo,
-                                    tr.optimizer_sharded, grad_bytes)
-                       + buckets_of(sp.expert * share, edp, g["edp"], topo,
-                                    tr.optimizer_sharded, grad_bytes))
+                       + buckets_of(sp.dense * share, p.data, g["dp_cp"], topo,
+                                    tr.optimizer_sharded, grad_bytes, split)
+                       + buckets_of(sp.expert * share, p.data, g["edp"], topo,
+                                    tr.optimizer_sharded, grad_bytes, split))
         buckets.append([[t for t, _ in chunk] for chunk in row])
         sizes.append([[b for _, b in chunk] for chunk in row])
         opt.append(optimizer_time(sp.dense / dense_shard + sp.expert / edp, topo.gpu))
