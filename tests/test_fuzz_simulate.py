@@ -95,7 +95,9 @@ TRAINING = {"micro_batch_size": [1, 2, 4], "recompute": ["selective", "full"],
             "use_megatron_fsdp": [True],
             "data_parallel_sharding_strategy": ["no_shard", "optim_grads", "optim_grads_params"],
             "keep_fp8_transpose_cache": [True], "cross_entropy_loss_fusion": [True],
-            "cross_entropy_fusion_impl": ["te"]}
+            "cross_entropy_fusion_impl": ["te"],
+            "num_distributed_optimizer_instances": [2, 4, 3],
+            "outer_dp_sharding_strategy": ["optim"]}
 GPU = {"gemm_efficiency": [0.01, 1.0], "attention_efficiency": [0.01, 1.0],
        "memory_bandwidth_efficiency": [0.3, 1.0], "fp8_gemm_efficiency": [0.5],
        "gemm_half_dim": [0.0, 1e-6, 1000.0], "kernel_overhead_us": [0.0, 100.0],
@@ -171,10 +173,29 @@ def workload_doc(draw, valid: bool) -> dict:
         training.pop("use_flash_attn", None)
         if {"data_parallel_sharding_strategy", "keep_fp8_transpose_cache"} & set(training):
             training["use_megatron_fsdp"] = True  # read only under Megatron-FSDP
+    if valid:
+        _keep_instances_valid(training, par)
     per_step = training.get("micro_batch_size", 1) * par["data"]
     many = per_step * par["pipeline"] * draw(st.sampled_from([1, 2, 3]))
     training["global_batch_size"] = many if valid else draw(st.sampled_from([many, 1, 7]))
     return {"model": model, "parallelism": par, "training": training}
+
+
+def _keep_instances_valid(training: dict, par: dict) -> None:
+    """Optimizer instances that divide DP x CP and expert-DP, on a sharded optimizer, and
+    HFSDP only on Megatron-FSDP's ZeRO-3 with several instances (the cross-field rules)."""
+    k = training.get("num_distributed_optimizer_instances", 1)
+    dp_cp = par["data"] * par.get("context", 1)
+    edp = dp_cp * par["tensor"] // (par.get("expert", 1) * par.get("expert_tensor", 1))
+    fsdp = training.get("use_megatron_fsdp", False)
+    sharded = (fsdp and training.get("data_parallel_sharding_strategy") != "no_shard") \
+        or (not fsdp and training.get("distributed_optimizer", True))
+    if dp_cp % k or max(1, edp) % k or not sharded:
+        training.pop("num_distributed_optimizer_instances", None)
+        k = 1
+    if k < 2 or not fsdp or training.get("data_parallel_sharding_strategy",
+                                         "optim_grads_params") != "optim_grads_params":
+        training.pop("outer_dp_sharding_strategy", None)
 
 
 @st.composite

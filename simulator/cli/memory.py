@@ -64,10 +64,14 @@ def _states_line(w: Workload) -> str:
     weights = "fp8 (fp8_param_gather)" if tr.fp8_param_gather else "16-bit"
     optim = "/".join((tr.main_params_dtype, tr.exp_avg_dtype, tr.exp_avg_sq_dtype))
     shard = "distributed" if tr.optimizer_sharded else "replicated"
+    k = tr.num_distributed_optimizer_instances
+    if k > 1:
+        shard += (" over all instances" if tr.outer_dp_sharding_strategy == "optim"
+                  else f" in each of {k} instances, replicated across them")
     text = (f"{tr.precision} compute, weights {weights}, grads "
             f"{'fp32' if tr.grads_in_fp32 else 'bf16'}, optimizer {optim} ({shard})")
     if tr.use_megatron_fsdp:
-        text += f", Megatron-FSDP {tr.sharding}"
+        text += f", Megatron-FSDP {tr.sharding}" + (" (HSDP)" if k > 1 else "")
     if tr.cpu_offloading:
         text += f", {tr.cpu_offloading_num_layers} layers' activations offloaded to host"
     return text

@@ -62,6 +62,15 @@ def _band(r: Result) -> str:
     return f"  ({iv['low']:#.3g}-{iv['high']:#.3g} s, {r.interval_coverage * 100:.0f} %)"
 
 
+def _instances(plan: dict) -> str:
+    """", optimizer in k instances" (Megatron-Core's partial distributed optimizer; HSDP
+    under Megatron-FSDP), or nothing with one instance."""
+    k = plan.get("optimizer_instances", 1)
+    if k <= 1:
+        return ""
+    return f", {'HSDP' if plan.get('megatron_fsdp') else 'distributed optimizer'} in {k} instances"
+
+
 def format_table(r: Result) -> str:
     p = r.plan
     lines = [
@@ -70,7 +79,8 @@ def format_table(r: Result) -> str:
         + (f" VP{p['vp']}" if p["vp"] > 1 else "")
         + f", {p['schedule']}, MBS {p['mbs']}, GBS {p['gbs']} ({p['microbatches']} micro-batches)"
         f", recompute {p['recompute']}, {p['precision']}"
-        + (f", Megatron-FSDP {p['sharding']}" if p.get("megatron_fsdp") else ""),
+        + (f", Megatron-FSDP {p['sharding']}" if p.get("megatron_fsdp") else "")
+        + _instances(p),
         "",
         f"  step time          {r.step_time_s:10.3f} s{_band(r)}",
         *([f"  ideal step         {r.step_time_ideal_s:10.3f} s  (no wait for slow peers, "

@@ -258,6 +258,17 @@ class TrainingConfig(Schema):
     use_megatron_fsdp: bool = False
     data_parallel_sharding_strategy: Literal["no_shard", "optim", "optim_grads",
                                              "optim_grads_params"] | None = None
+    # Megatron-Core DDP num_distributed_optimizer_instances (--num-distributed-optimizer-
+    # instances; Megatron-Bridge ddp.num_distributed_optimizer_instances): the partial
+    # distributed optimizer. The DP x CP ranks split into this many instances of
+    # consecutive ranks; the optimizer state (under Megatron-FSDP also the gradients and
+    # weights) is sharded inside an instance and replicated across them. Each gradient
+    # bucket is reduce-scattered inside the instance, then its shard all-reduced across
+    # the instances; weights are gathered inside the instance (simulator/workload/
+    # step_input.py). Under Megatron-FSDP this is HSDP, and outer_dp_sharding_strategy
+    # "optim" also shards the optimizer state across the instances (HFSDP).
+    num_distributed_optimizer_instances: PositiveInt = 1
+    outer_dp_sharding_strategy: Literal["no_shard", "optim"] = "no_shard"
     # Megatron-FSDP keeps the FP8 transposes of the gathered weights across micro-batches
     # (Megatron-Core DDP keep_fp8_transpose_cache; Megatron-Bridge sets it False for FSDP)
     keep_fp8_transpose_cache: bool = False
@@ -298,6 +309,23 @@ class TrainingConfig(Schema):
             raise ConfigError("training.keep_fp8_transpose_cache", True,
                               "needs training.use_megatron_fsdp: true (a Megatron-FSDP "
                               "option; without it TE keeps its FP8 weight copies anyway)")
+        if self.num_distributed_optimizer_instances > 1 and not self.optimizer_sharded:
+            raise ConfigError("training.num_distributed_optimizer_instances",
+                              self.num_distributed_optimizer_instances,
+                              "needs a sharded optimizer (distributed_optimizer: true or "
+                              "Megatron-FSDP; Megatron-Core: 'Partial DistOpt cannot be used "
+                              "without DistOpt')")
+        if self.outer_dp_sharding_strategy != "no_shard":
+            if not self.use_megatron_fsdp or self.num_distributed_optimizer_instances < 2:
+                raise ConfigError("training.outer_dp_sharding_strategy",
+                                  self.outer_dp_sharding_strategy,
+                                  "applies to Megatron-FSDP's HSDP only (use_megatron_fsdp: "
+                                  "true and num_distributed_optimizer_instances >= 2)")
+            if self.sharding != "optim_grads_params":
+                raise ConfigError("training.outer_dp_sharding_strategy",
+                                  self.outer_dp_sharding_strategy,
+                                  "needs data_parallel_sharding_strategy: optim_grads_params "
+                                  "(Megatron-FSDP's HFSDP rule)")
         if self.use_megatron_fsdp and self.use_precision_aware_optimizer:
             raise ConfigError("training.use_precision_aware_optimizer", True,
                               "cannot be combined with use_megatron_fsdp (Megatron-Bridge "
@@ -385,6 +413,25 @@ class Workload(Schema):
             raise ConfigError("training.cpu_offloading_num_layers",
                               tr.cpu_offloading_num_layers,
                               f"must be below model.num_layers ({self.model.num_layers})")
+
+    @check
+    def _check_optimizer_instances(self) -> None:
+        k = self.training.num_distributed_optimizer_instances
+        if k == 1:
+            return
+        par = self.parallelism
+        dp_cp = par.data * par.context
+        if dp_cp % k:
+            raise ConfigError("training.num_distributed_optimizer_instances", k,
+                              f"must divide parallelism.data x context ({dp_cp}; "
+                              "Megatron-Core: the DP x CP ranks split into equal instances)")
+        if self.model.moe is not None:
+            # expert-DP (Megatron-Core parallel folding, workload/params.py); a plan whose
+            # EP x ETP does not divide DP x CP x TP is refused there, with its own message
+            edp = max(1, dp_cp * par.tensor // (par.expert * par.etp))
+            if edp % k:
+                raise ConfigError("training.num_distributed_optimizer_instances", k,
+                                  f"must divide the expert-data-parallel size ({edp})")
 
     @check
     def _check_moe_plan(self) -> None:

@@ -8,10 +8,13 @@ named in :func:`comm_buffer_bytes`, plus Megatron-FSDP's unsharded layer units
 Figure 1): the optimizer state over the data x context ranks with the distributed
 optimizer or any Megatron-FSDP strategy but ``no_shard``, the gradients too under
 ``optim_grads``, the weights too under ``optim_grads_params`` (expert states over
-expert-DP). What the framework holds outside the model's tensors
-(CUDA context, NCCL communicator buffers, workspaces, allocator slack) is the topology's
-``gpu.framework_memory_GB`` allowance, and the capacity is what CUDA exposes
-(``gpu.hbm_usable_MiB``: 81,559 MiB on an "80 GB" H100).
+expert-DP). With ``num_distributed_optimizer_instances`` = k each of those states is
+sharded over the 1/k of the ranks in one instance and replicated k times (Megatron-Core's
+partial distributed optimizer; Megatron-FSDP's HSDP), except the optimizer state under
+HFSDP (``outer_dp_sharding_strategy: optim``), which is sharded over all of them. What
+the framework holds outside the model's tensors (CUDA context, NCCL communicator buffers,
+workspaces, allocator slack) is the topology's ``gpu.framework_memory_GB`` allowance, and
+the capacity is what CUDA exposes (``gpu.hbm_usable_MiB``: 81,559 MiB on an "80 GB" H100).
 
 A plan fits when its worst stage's total plus ``training.memory_headroom_GB`` is within
 the capacity. Activations offloaded to the host (``cpu_offloading``) are reported per
@@ -184,9 +187,13 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | None = N
     load = moe_load(w, expert_load_factor)
     partition = partition or partition_layers(w)
     edp = expert_data_parallel(w) if w.model.moe is not None else 1
-    sharded = (par.data * par.context, edp)  # (dense, expert) ways a sharded state splits
-    o_shard, g_shard, p_shard = (sharded if on else (1, 1) for on in (
+    k = tr.num_distributed_optimizer_instances
+    full = (par.data * par.context, edp)  # (dense, expert) ways a sharded state splits
+    inner = (full[0] // k, max(1, edp // k))  # inside one optimizer instance
+    o_shard, g_shard, p_shard = (inner if on else (1, 1) for on in (
         tr.optimizer_sharded, tr.grads_sharded, tr.params_sharded))
+    if tr.outer_dp_sharding_strategy == "optim":  # HFSDP: optimizer state over all instances
+        o_shard = full
     weights, copies = weight_bytes(tr), fp8_copy_bytes(tr)
     if tr.params_sharded:  # Megatron-FSDP caches at most the gathered weights' FP8 transposes
         copies = FP8_BYTES if tr.keep_fp8_transpose_cache and copies else 0.0

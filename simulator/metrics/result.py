@@ -125,6 +125,7 @@ def _plan_dict(plan: Plan) -> dict[str, Any]:
         "microbatches": plan.workload.num_microbatches, "recompute": tr.recompute_kind,
         "precision": tr.precision, "layers_per_stage": [sum(x) for x in plan.partition.layers],
         "sharding": tr.sharding, "megatron_fsdp": tr.use_megatron_fsdp,
+        "optimizer_instances": tr.num_distributed_optimizer_instances,
     }
 
 

@@ -27,6 +27,14 @@ ZeRO-3. The compute beside the traffic runs ``gpu.comm_overlap_slowdown`` slower
 the overlapped time, ``min(L * (a + r), T)``, as the engine charges the DDP buckets
 (Hong et al. 2025, arXiv:2507.03114). Both parts go to the step's exposed DP time.
 
+HSDP (``num_distributed_optimizer_instances`` = k): the gathers and reduce-scatters run
+inside one instance (``DP*CP/k`` ranks), and the last micro-batch's backward also
+all-reduces each unit's gradient shard across the k instances (reduce-scatters it under
+HFSDP, ``outer_dp_sharding_strategy: optim``), on a stream of its own behind the
+reduce-scatter (Megatron-FSDP ``megatron_fsdp.py``: ``outer_fsdp_group_grad_reduce`` only
+``is_last_microbatch``; ``param_and_grad_buffer.py`` ``outer_fsdp_group_grad_reduce_stream``),
+so that phase's ``r`` is the sum of both.
+
 What is not modelled: a backward split into B and W (zero-bubble schedules) gets its
 reduce-scatters with the B phase; the FSDP traffic does not contend with the pipeline's
 point-to-point sends. Seconds throughout.
@@ -53,25 +61,31 @@ def units(shape: PlanShape, stage: int, chunk: int) -> int:
 
 def unit_collectives(w: Workload, topo: Topology, shape: PlanShape,
                      groups: dict[str, Placement], stage: int, chunk: int
-                     ) -> tuple[float, float]:
-    """(all-gather, reduce-scatter) seconds of one FSDP unit of (stage, chunk): the
-    chunk's weights (or gradients) over its units, dense over DP x CP, expert over
-    expert-DP; 0 where the strategy does not shard them."""
+                     ) -> tuple[float, float, float]:
+    """(all-gather, reduce-scatter, outer reduction) seconds of one FSDP unit of (stage,
+    chunk): the chunk's weights (or gradients) over its units, dense over DP x CP, expert
+    over expert-DP (inside one optimizer instance under HSDP); 0 where the strategy does
+    not shard them. The outer reduction (HSDP only, last micro-batch) all-reduces the
+    unit's gradient shard across the instances, or reduce-scatters it under HFSDP."""
     tr = w.training
     sp = shape.params[stage]
     per_chunk = shape.partition.layers[stage]
     share = per_chunk[chunk] / max(1, sum(per_chunk)) / units(shape, stage, chunk)
     dense, expert = sp.dense * share, sp.expert * share
-    gather = reduce = 0.0
+    gather = reduce = outer = 0.0
+    dense_in, expert_in = groups["dp_cp_intra"], groups["edp_intra"]
     if tr.params_sharded:
         wb = weight_bytes(tr)
-        gather = collective_time("all_gather", dense * wb, groups["dp_cp"], topo) \
-            + collective_time("all_gather", expert * wb, groups["edp"], topo)
+        gather = collective_time("all_gather", dense * wb, dense_in, topo) \
+            + collective_time("all_gather", expert * wb, expert_in, topo)
     if tr.grads_sharded:
         gb = grad_comm_bytes(w)
-        reduce = collective_time("reduce_scatter", dense * gb, groups["dp_cp"], topo) \
-            + collective_time("reduce_scatter", expert * gb, groups["edp"], topo)
-    return gather, reduce
+        reduce = collective_time("reduce_scatter", dense * gb, dense_in, topo) \
+            + collective_time("reduce_scatter", expert * gb, expert_in, topo)
+        op = "reduce_scatter" if tr.outer_dp_sharding_strategy == "optim" else "all_reduce"
+        outer = collective_time(op, dense * gb / dense_in.size, groups["dp_cp_inter"], topo) \
+            + collective_time(op, expert * gb / expert_in.size, groups["edp_inter"], topo)
+    return gather, reduce, outer
 
 
 def pipelined(compute: np.ndarray, n: int, gather: float, reduce: float, slowdown: float
@@ -104,9 +118,14 @@ def add_fsdp_traffic(w: Workload, topo: Topology, shape: PlanShape,
     for s in range(fwd.shape[0]):
         for c in range(fwd.shape[1]):
             n = units(shape, s, c)
-            gather, reduce = unit_collectives(w, topo, shape, groups, s, c)
+            gather, reduce, outer = unit_collectives(w, topo, shape, groups, s, c)
             f = pipelined(fwd[s, c], n, gather, 0.0, slowdown)
             b = pipelined(bwd[s, c], n, gather, reduce, slowdown)
+            runs = np.flatnonzero(bwd[s, c])
+            if outer > 0 and runs.size:  # HSDP: the chunk's last backward also reduces outer
+                last = runs[-1]
+                b[last] = pipelined(bwd[s, c, last:last + 1], n, gather, reduce + outer,
+                                    slowdown)[0]
             fwd[s, c] += f
             bwd[s, c] += b
             added[0][s, c], added[1][s, c] = f, b

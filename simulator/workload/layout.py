@@ -34,7 +34,13 @@ def group_layout(w: Workload, topo: Topology) -> dict[str, Placement]:
 
     Keys: ``tp``, ``cp``, ``dp`` (data replicas), ``dp_cp`` (dense-gradient
     group: DP x CP ranks hold the same weights), ``pp`` (a neighbour pair),
-    ``ep`` (expert all-to-all) and ``edp`` (expert-gradient group).
+    ``ep`` (expert all-to-all) and ``edp`` (expert-gradient group); with
+    ``training.num_distributed_optimizer_instances`` = k, ``dp_cp_intra`` /
+    ``edp_intra`` (the 1/k of those groups that one optimizer instance holds:
+    consecutive ranks, Megatron-Core ``parallel_state`` slices the DP x CP rank list)
+    and ``dp_cp_inter`` / ``edp_inter`` (the k ranks, one per instance, that hold the
+    same shard). With k = 1 the intra groups are the whole groups and the inter
+    groups single ranks.
     """
     p = w.parallelism
     st = strides(w)
@@ -45,14 +51,20 @@ def group_layout(w: Workload, topo: Topology) -> dict[str, Placement]:
     ep = p.expert
     edp = max(1, p.tensor * p.context * p.data // (ep * etp))
     est = expert_strides(w, edp)
+    k = w.training.num_distributed_optimizer_instances
+    dp_cp, dense_stride = p.data * p.context, dp_cp_stride if p.context > 1 else st["dp"]
     return {
         "tp": topo.place(p.tensor, st["tp"]),
         "cp": topo.place(p.context, st["cp"]),
         "dp": topo.place(p.data, st["dp"]),
-        "dp_cp": topo.place(p.data * p.context, dp_cp_stride if p.context > 1 else st["dp"]),
+        "dp_cp": topo.place(dp_cp, dense_stride),
         "pp": topo.place(min(2, p.pipeline), st["pp"]),
         "ep": topo.place(ep, est["ep"]),
         "edp": topo.place(edp, est["edp"]),
+        "dp_cp_intra": topo.place(dp_cp // k, dense_stride),
+        "dp_cp_inter": topo.place(k, dense_stride * (dp_cp // k)),
+        "edp_intra": topo.place(max(1, edp // k), est["edp"]),
+        "edp_inter": topo.place(k if edp >= k else 1, est["edp"] * max(1, edp // k)),
     }
 
 

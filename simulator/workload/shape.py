@@ -10,7 +10,9 @@ Given a workload (model, batch, parallel plan) and nothing about hardware,
 * the local sequence per CP rank, ``seq_length / context``;
 * the expert-data-parallel size ``DP*CP*TP / (EP*ETP)`` and the optimizer
   shards: dense parameters are sharded over ``DP*CP``, expert parameters over
-  expert-DP, when the distributed optimizer is on (else 1).
+  expert-DP, when the distributed optimizer is on (else 1); with ``k`` optimizer
+  instances over ``1/k`` of those (Megatron-FSDP's HFSDP, ``outer_dp_sharding_strategy:
+  optim``, shards the optimizer state over all of them again).
 
 Micro-batches in flight per stage are the schedule's own answer
 (:meth:`simulator.schedules.Schedule.in_flight`), which the memory model asks
@@ -69,12 +71,13 @@ def plan_shape(w: Workload) -> PlanShape:
     p, v, m = par.pipeline, par.vp, w.num_microbatches
     part = partition_layers(w)
     edp = expert_data_parallel(w) if w.model.moe is not None else 1
+    k = 1 if tr.outer_dp_sharding_strategy == "optim" else tr.num_distributed_optimizer_instances
     return PlanShape(
         schedule=sched, route=schedule_route(sched, p, v), partition=part,
         params=tuple(stage_params(w, part, s) for s in range(p)),
         local_seq=w.model.seq_length / par.context, expert_dp=edp,
-        dense_shard=par.data * par.context if tr.optimizer_sharded else 1,
-        expert_shard=edp if tr.optimizer_sharded else 1,
+        dense_shard=par.data * par.context // k if tr.optimizer_sharded else 1,
+        expert_shard=max(1, edp // k) if tr.optimizer_sharded else 1,
         microbatches=m, chunks=sched.chunks(v))
 
 

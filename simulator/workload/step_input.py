@@ -18,6 +18,15 @@ Per pipeline stage:
 * **parameter all-gather** of the distributed optimizer, in the dtype the model holds
   its weights (:func:`simulator.memory.states.weight_bytes`).
 
+With ``num_distributed_optimizer_instances`` = k (Megatron-Core's partial distributed
+optimizer) a bucket is reduce-scattered inside its instance (``DP*CP/k`` consecutive
+ranks) and its shard, ``1/(DP*CP/k)`` of it, then all-reduced across the k instances,
+back to back on one communication stream (``param_and_grad_buffer.py``
+``start_grad_sync``: "RS" then "AR", Megatron-LM d98e8a64); the weights are gathered
+inside the instance only. NVIDIA's performance guide gives the reason to do it: two small
+rings instead of one flat ring whose latency grows with every rank (Megatron-Bridge
+``docs/performance-guide.md``, "Slow DP communication at large scaling training").
+
 Megatron-FSDP: ``optim`` is the distributed optimizer's step; with sharded gradients
 (``optim_grads``, ``optim_grads_params``) there are no end-of-step buckets (every
 backward reduce-scatters its own gradients, :mod:`.fsdp`), and with sharded weights no
@@ -66,23 +75,30 @@ def bucketed(stage: int, chunk: int) -> bool:
 
 
 def buckets_of(params: float, dp: int, group: Placement, topo: Topology, dist_opt: bool,
-             grad_bytes: float = GRAD_BYTES, split: bool = True
-             ) -> list[tuple[float, float]]:
+               grad_bytes: float = GRAD_BYTES, split: bool = True,
+               inter: Placement | None = None) -> list[tuple[float, float]]:
     """(seconds, bytes) of each DDP bucket of a chunk holding ``params`` elements.
 
     Megatron-Core DDP buckets hold ``max(40e6, 1e6 * dp)`` parameters, ``dp`` the
     data-parallel size without CP (``distributed_data_parallel.py``: ``max(40000000,
     1000000 * dp_group.size())``); without ``split`` the chunk is one bucket
-    (:func:`bucketed`). Each is reduce-scattered (distributed optimizer) or all-reduced,
-    in fp32 unless ``grad_reduce_in_fp32`` is off (then bf16, ``grad_bytes`` = 2).
+    (:func:`bucketed`). Each is reduce-scattered (distributed optimizer) or all-reduced
+    over ``group``, in fp32 unless ``grad_reduce_in_fp32`` is off (then bf16,
+    ``grad_bytes`` = 2). With several optimizer instances ``group`` is one instance and
+    the reduce-scatter's shard (``S / group.size`` bytes) is then all-reduced over
+    ``inter``, the same bucket's time: ``RS(S, group) + AR(S / n, inter)`` seconds.
     """
-    if group.size <= 1 or params <= 0:
+    ranks = group.size * (inter.size if inter is not None else 1)
+    if ranks <= 1 or params <= 0:
         return []
     size = max(40e6, 1e6 * dp) if split else params
     n = max(1, math.ceil(params / size))
     op = "reduce_scatter" if dist_opt else "all_reduce"
     nbytes = params / n * grad_bytes
-    return [(collective_time(op, nbytes, group, topo), nbytes)] * n
+    seconds = collective_time(op, nbytes, group, topo)
+    if inter is not None and inter.size > 1:
+        seconds += collective_time("all_reduce", nbytes / group.size, inter, topo)
+    return [(seconds, nbytes)] * n
 
 
 def engine_input(w: Workload, topo: Topology, shape: PlanShape, groups: dict[str, Placement],
@@ -125,20 +141,29 @@ def engine_input(w: Workload, topo: Topology, shape: PlanShape, groups: dict[str
                 continue
             split = bucketed(s, c)
             row.append(twin_sum
-                       + buckets_of(sp.dense * share, p.data, g["dp_cp"], topo,
-                                    tr.optimizer_sharded, grad_bytes, split)
-                       + buckets_of(sp.expert * share, p.data, g["edp"], topo,
-                                    tr.optimizer_sharded, grad_bytes, split))
+                       + buckets_of(sp.dense * share, p.data, g["dp_cp_intra"], topo,
+                                    tr.optimizer_sharded, grad_bytes, split, g["dp_cp_inter"])
+                       + buckets_of(sp.expert * share, p.data, g["edp_intra"], topo,
+                                    tr.optimizer_sharded, grad_bytes, split, g["edp_inter"]))
         buckets.append([[t for t, _ in chunk] for chunk in row])
         sizes.append([[b for _, b in chunk] for chunk in row])
         opt.append(optimizer_time(sp.dense / dense_shard + sp.expert / edp, topo.gpu))
-        gather = 0.0
+        gather, gathered = 0.0, (sp.dense + sp.expert) * wbytes
         # ZeRO-3 keeps the weights sharded: the next forward gathers them (workload/fsdp.py)
         if tr.optimizer_sharded and not tr.params_sharded:
-            gather = collective_time("all_gather", sp.dense * wbytes, g["dp_cp"], topo) \
-                + collective_time("all_gather", sp.expert * wbytes, g["edp"], topo)
+            gather = collective_time("all_gather", sp.dense * wbytes, g["dp_cp_intra"], topo) \
+                + collective_time("all_gather", sp.expert * wbytes, g["edp_intra"], topo)
+        elif tr.outer_dp_sharding_strategy == "optim":
+            # HFSDP: the optimizer updated 1/k of the instance's weight shard; the instances
+            # gather their shards once per step (Megatron-FSDP outer_fsdp_group_param_gather)
+            gathered = (sp.dense / g["dp_cp_intra"].size + sp.expert / g["edp_intra"].size) \
+                * wbytes
+            gather = collective_time("all_gather", sp.dense * wbytes / g["dp_cp_intra"].size,
+                                     g["dp_cp_inter"], topo) \
+                + collective_time("all_gather", sp.expert * wbytes / g["edp_intra"].size,
+                                  g["edp_inter"], topo)
         ag.append(gather)
-        ag_bytes.append((sp.dense + sp.expert) * wbytes if gather else 0.0)
+        ag_bytes.append(gathered if gather else 0.0)
     return EngineInput(
         schedule=schedule, route=shape.route, post_validation=sched.post_validation,
         wgrad=wgrad if sched.uses_w else None, fwd_ep=fwd_ep, bwd_ep=bwd_ep,

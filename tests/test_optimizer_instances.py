@@ -1,0 +1,172 @@
+"""Megatron-Core's partial distributed optimizer (num_distributed_optimizer_instances) and
+Megatron-FSDP's HSDP / HFSDP: memory and traffic against their closed forms.
+
+With k instances the DP x CP ranks split into k groups of consecutive ranks. A state that
+is sharded is sharded over DP*CP/k ranks and held k times; a gradient bucket of S bytes is
+reduce-scattered inside an instance, then its S/(DP*CP/k) shard all-reduced over the k
+instances (Megatron-Core param_and_grad_buffer.py start_grad_sync).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator import ConfigError, simulate
+from simulator.api import resolve, simulate_resolved
+from simulator.cli.main import main
+from simulator.collectives import collective_time
+from simulator.config import load_workload
+from simulator.memory import estimate_memory
+from simulator.workload.fsdp import unit_collectives
+from simulator.workload.layout import group_layout
+from simulator.workload.params import stage_params
+from simulator.workload.partition import partition_layers
+from simulator.workload.shape import plan_shape
+from simulator.workload.step_input import buckets_of, grad_comm_bytes
+
+# Llama 3 8B, TP1 PP1 DP32 on 32 H100 (four nodes): the DP group crosses the fabric
+PLAN = {"parallelism.tensor": 1, "parallelism.data": 32, "parallelism.sequence_parallel": False,
+        "training.global_batch_size": 128, "training.recompute": "full"}
+D = 32
+
+
+def plan(k: int, **extra) -> dict:
+    return {**PLAN, "training.num_distributed_optimizer_instances": k, **extra}
+
+
+def fsdp(k: int, outer: str = "no_shard") -> dict:
+    return plan(k, **{"training.use_megatron_fsdp": True,
+                      "training.outer_dp_sharding_strategy": outer})
+
+
+def test_instances_replicate_the_optimizer_state_k_times(h100):
+    w1 = load_workload("llama3-8b", plan(1))
+    n = stage_params(w1, partition_layers(w1), 0).total  # the whole model: TP1 PP1
+    for k in (1, 2, 4, 8):
+        st = estimate_memory(load_workload("llama3-8b", plan(k)), h100).stages[0]
+        # ZeRO-1 inside an instance: 12 B of fp32 state per parameter over D/k ranks
+        assert st.optimizer == pytest.approx(12 * n / (D // k))
+        assert (st.parameters, st.gradients) == pytest.approx((2 * n, 4 * n))
+    # k = D: one rank per instance, the plain (replicated) Adam states
+    k32 = estimate_memory(load_workload("llama3-8b", plan(D)), h100).stages[0]
+    plain = estimate_memory(load_workload("llama3-8b", {
+        **PLAN, "training.distributed_optimizer": False}), h100).stages[0]
+    assert k32.optimizer == pytest.approx(plain.optimizer)
+
+
+def test_hsdp_shards_inside_an_instance_and_hfsdp_shards_the_optimizer_over_all(h100):
+    w = load_workload("llama3-8b", plan(1))
+    n = stage_params(w, partition_layers(w), 0).total
+    hsdp = estimate_memory(load_workload("llama3-8b", fsdp(4)), h100).stages[0]
+    assert (hsdp.parameters, hsdp.gradients, hsdp.optimizer) == pytest.approx(
+        (2 * n / 8, 4 * n / 8, 12 * n / 8))
+    hfsdp = estimate_memory(load_workload("llama3-8b", fsdp(4, "optim")), h100).stages[0]
+    assert (hfsdp.parameters, hfsdp.gradients, hfsdp.optimizer) == pytest.approx(
+        (2 * n / 8, 4 * n / 8, 12 * n / D))
+
+
+def test_groups_split_the_data_parallel_ranks_into_consecutive_instances(h100):
+    w = load_workload("llama3-8b", plan(4))
+    g = group_layout(w, h100)
+    assert (g["dp_cp_intra"].size, g["dp_cp_inter"].size) == (8, 4)
+    assert g["dp_cp_inter"].stride == g["dp_cp_intra"].stride * 8
+    one = group_layout(load_workload("llama3-8b", plan(1)), h100)
+    assert one["dp_cp_intra"] == one["dp_cp"] and one["dp_cp_inter"].size == 1
+
+
+def test_a_bucket_is_a_reduce_scatter_inside_then_an_all_reduce_across(h100):
+    w = load_workload("llama3-8b", plan(4))
+    g = group_layout(w, h100)
+    params = 40e6
+    s = params * grad_comm_bytes(w)
+    (t, nbytes), = buckets_of(params, 32, g["dp_cp_intra"], h100, True, grad_comm_bytes(w),
+                              True, g["dp_cp_inter"])
+    assert nbytes == s
+    assert t == pytest.approx(collective_time("reduce_scatter", s, g["dp_cp_intra"], h100)
+                              + collective_time("all_reduce", s / 8, g["dp_cp_inter"], h100))
+    # one instance: the reduce-scatter over all DP ranks, nothing across
+    one = group_layout(load_workload("llama3-8b", plan(1)), h100)
+    (t1, _), = buckets_of(params, 32, one["dp_cp_intra"], h100, True, grad_comm_bytes(w),
+                          True, one["dp_cp_inter"])
+    assert t1 == pytest.approx(collective_time("reduce_scatter", s, one["dp_cp"], h100))
+
+
+def test_engine_input_uses_the_instance_groups():
+    r1, p1, _ = simulate_resolved(*resolve("llama3-8b", "dgx-h100", plan(1)), variability=False)
+    r4, p4, _ = simulate_resolved(*resolve("llama3-8b", "dgx-h100", plan(4)), variability=False)
+    wb = 2  # bf16 weights
+    n = p4.stage_params[0].dense
+    assert p4.engine_input.param_gather[0] == pytest.approx(
+        collective_time("all_gather", n * wb, p4.groups["dp_cp_intra"], p4.topo))
+    assert p1.engine_input.param_gather[0] == pytest.approx(
+        collective_time("all_gather", n * wb, p1.groups["dp_cp"], p1.topo))
+    # the optimizer step updates 4x the parameters per GPU
+    assert p4.engine_input.optimizer[0] > 3 * p1.engine_input.optimizer[0]
+    assert r4.memory_per_gpu_GB > r1.memory_per_gpu_GB
+    for r in (r1, r4):
+        assert sum(r.breakdown_s.values()) == pytest.approx(r.step_time_s, rel=1e-9)
+
+
+def test_hsdp_reduces_across_instances_on_the_last_micro_batch_only():
+    _, p4, _ = simulate_resolved(*resolve("llama3-8b", "dgx-h100", fsdp(4)), variability=False)
+    shape = plan_shape(p4.workload)
+    outer = unit_collectives(p4.workload, p4.topo, shape, p4.groups, 0, 0)[2]
+    assert outer > 0
+    units = 32 + 2
+    shard = stage_params(p4.workload, shape.partition, 0).dense / units \
+        * grad_comm_bytes(p4.workload) / 8
+    assert outer == pytest.approx(collective_time("all_reduce", shard,
+                                                  p4.groups["dp_cp_inter"], p4.topo))
+    # the extra outer reduction shows in the last micro-batch's backward and no other
+    bwd = p4.engine_input.bwd[0, 0]
+    assert np.allclose(bwd[:-1], bwd[0]) and bwd[-1] > bwd[0]
+    hf = simulate_resolved(*resolve("llama3-8b", "dgx-h100", fsdp(4, "optim")),
+                           variability=False)[1]
+    _, _, outer_rs = unit_collectives(hf.workload, hf.topo, shape, hf.groups, 0, 0)
+    assert outer_rs == pytest.approx(collective_time("reduce_scatter", shard,
+                                                     hf.groups["dp_cp_inter"], hf.topo))
+    # HFSDP gathers the instances' shards once per step after the optimizer
+    assert hf.engine_input.param_gather[0] > 0 == p4.engine_input.param_gather[0]
+
+
+@pytest.mark.parametrize("over, field", [
+    (plan(3), "training.num_distributed_optimizer_instances"),  # 3 does not divide 32
+    (plan(2, **{"training.distributed_optimizer": False}),
+     "training.num_distributed_optimizer_instances"),
+    ({**PLAN, "training.outer_dp_sharding_strategy": "optim"},
+     "training.outer_dp_sharding_strategy"),
+    ({**fsdp(4, "optim"), "training.data_parallel_sharding_strategy": "optim_grads"},
+     "training.outer_dp_sharding_strategy"),
+])
+def test_impossible_layouts_are_refused_naming_the_field(over, field):
+    with pytest.raises(ConfigError) as exc:
+        load_workload("llama3-8b", over)
+    assert exc.value.field == field
+
+
+def test_moe_instances_must_divide_expert_data_parallel(h100):
+    # Mixtral 8x7B as shipped: DP 8, TP 2, EP 8, so expert-DP = 8 x 2 / 8 = 2; four
+    # instances divide the 8 DP ranks but not the 2 expert-DP ranks
+    with pytest.raises(ConfigError) as exc:
+        load_workload("mixtral-8x7b", {"training.num_distributed_optimizer_instances": 4})
+    assert "expert-data-parallel size (2)" in exc.value.allowed
+    two = load_workload("mixtral-8x7b", {"training.num_distributed_optimizer_instances": 2})
+    g = group_layout(two, h100)
+    assert (g["edp_intra"].size, g["edp_inter"].size) == (1, 2)
+    st = estimate_memory(two, h100).stages[0]
+    one = estimate_memory(load_workload("mixtral-8x7b"), h100).stages[0]
+    assert st.optimizer > one.optimizer  # dense and expert states both held twice
+
+
+def _sets(over: dict) -> list[str]:
+    return [arg for k, v in over.items() for arg in ("--set", f"{k}={v}")]
+
+
+def test_cli_names_the_instances(capsys):
+    assert main(["run", "llama3-8b", "-t", "dgx-h100", *_sets(plan(4))]) == 0
+    assert "distributed optimizer in 4 instances" in capsys.readouterr().out
+    assert main(["memory", "llama3-8b", "-t", "dgx-h100", *_sets(fsdp(4))]) == 0
+    assert "(HSDP)" in capsys.readouterr().out
+    r = simulate("llama3-8b", "dgx-h100", overrides=plan(4))
+    assert r.to_dict()["plan"]["optimizer_instances"] == 4
