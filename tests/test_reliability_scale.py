@@ -41,7 +41,7 @@ TOLERANCE_PP = 2.0
 # Nemotron-4 340B grows about twice what the fit gives in both precisions (BF16 +5.0 %,
 # FP8 +10.4 %); its v25.04 run (another recipe, 256 -> 2,048 GPUs) grows +1.6 / +4.1 %, as
 # the fit gives. Llama 3.1 70B BF16 in v25.04 measures no growth at all (14.66 s at 64 and
-# at 2,048 GPUs), where its 24.11 and 25.02 runs grew +1.8 and +1.6 %: +2.2 pp held out.
+# at 2,048 GPUs), where its 24.11 and 25.02 runs grew +1.8 and +1.6 %: +2.1 pp held out.
 OUTSIDE = {"dgxc-gpt3-175b-h100-fp8", "dgxc-llama31-405b-h100-fp8",
            "dgxc-nemotron4-340b-h100", "dgxc-nemotron4-340b-h100-fp8",
            "dgxc2504-llama31-70b-h100"}
@@ -112,21 +112,22 @@ def test_probe_without_a_term_is_the_fit(result, probes):
     assert outside(none) <= OUTSIDE
 
 
-def test_candidate_effects_gain_at_most_one_group(probes):
-    # What the report states: no candidate brings more than one group inside; the two
-    # that bring one (Nemotron-4 340B BF16, at the 2 pp edge) without pushing another out
-    # are the DP-overlap slowdowns, one fitted to the top of its measured range (0.40) and
-    # one charging the buckets' slowdown twice; the report says why neither is adopted.
+def test_no_candidate_effect_brings_a_group_inside_for_free(probes):
+    # What the report states: no candidate brings a group inside without pushing another
+    # out, and none raises the count of groups within 2 pp. The DP-overlap slowdown fitted
+    # to the top of its measured range (0.40) trades Nemotron-4 340B BF16 for Nemotron-4
+    # 15B v25.02; only the free exposed-DP fraction brings two inside, and it pushes three
+    # out.
     base = outside(probes["none"])
-    clean = set()
     for name, res in probes.items():
         out = outside(res)
-        assert len(base - out) <= 1, (name, sorted(base - out))
-        if out < base:
-            clean.add(name)
-            assert base - out == {"dgxc-nemotron4-340b-h100"}, name
-    assert clean == {"dp_overlap_slowdown", "dp_exposed_at_slowdown"}
-    assert probes["dp_overlap_slowdown"].theta == pytest.approx(0.40)
+        assert len(out) >= len(base), name
+        assert not out < base, name
+        assert len(base - out) <= (2 if name == "dp_exposed" else 1), (name, sorted(base - out))
+    slow = probes["dp_overlap_slowdown"]
+    assert slow.theta == pytest.approx(0.40)
+    assert base - outside(slow) == {"dgxc-nemotron4-340b-h100"}
+    assert outside(slow) - base == {"dgxc2502-nemotron4-15b-h100"}
 
 
 def test_replicates_bound_what_any_model_can_match(groups):
