@@ -69,7 +69,12 @@ def bucketed(stage: int, chunk: int) -> bool:
     off on every pipeline rank but the first (``distributed_data_parallel.py``: ``if
     disable_bucketing or pp_rank > 0: self.bucket_size = None``; Megatron-LM d98e8a64):
     their gradient sync is not on the critical path. An unbucketed chunk reduces each
-    gradient buffer as one bucket once the chunk's last backward has ended.
+    gradient buffer as one bucket once the chunk's last backward has ended. NeMo 1.0 with
+    Apex's DistributedFusedAdam (the dgxc-benchmarking 24.x recipes) syncs every chunk,
+    the first stage's first one included, through Megatron-Core's ``grad_sync_func`` after
+    the chunk's last backward, ``pp_rank`` backward steps late on pipeline rank
+    ``pp_rank`` (``schedules.py`` ``backward_step_helper_postprocess``); that delay and
+    the first chunk's lost overlap are not modelled.
     """
     return stage == 0 and chunk == 0
 
