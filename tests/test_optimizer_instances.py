@@ -170,3 +170,34 @@ def test_cli_names_the_instances(capsys):
     assert "(HSDP)" in capsys.readouterr().out
     r = simulate("llama3-8b", "dgx-h100", overrides=plan(4))
     assert r.to_dict()["plan"]["optimizer_instances"] == 4
+
+
+def test_search_tries_optimizer_instances_and_reproduces_them():
+    from simulator.sweep import search
+    from simulator.sweep.candidates import Shape, sharding_names
+
+    assert sharding_names("ddp,ddp/4,optim_grads_params/8") == (
+        "ddp", "ddp/4", "optim_grads_params/8")
+    for bad in ("ddp/0", "ddp/x", "zero3/2"):
+        with pytest.raises(ConfigError) as exc:
+            sharding_names(bad)
+        assert exc.value.field == "--sharding"
+    shape = Shape(1, 1, 1, 1, 1, 32, 1, False, "1f1b", "optim_grads_params/4")
+    assert shape.label().endswith("FSDP-Z3/4")
+    assert shape.overrides()["training.num_distributed_optimizer_instances"] == 4
+    # Llama 3 8B on 32 H100: every shape is tried with one and with four instances; a
+    # shape whose DP x CP four does not divide is invalid, not simulated
+    over = {"training.global_batch_size": 128, "training.recompute": "full"}
+    kw = dict(overrides=over, micro_batch_sizes=(1,), max_context=1, executor="serial")
+    one = search("llama3-8b", "dgx-h100", 32, 200, sharding="ddp", **kw)
+    both = search("llama3-8b", "dgx-h100", 32, 200, sharding="ddp,ddp/4", **kw)
+    assert both.counts["plans"] == 2 * one.counts["plans"]
+    assert both.counts["invalid"] > 2 * one.counts["invalid"]  # DP 1 and 2 cannot split in 4
+    assert set(both.plans["sharding"]) == {"ddp", "ddp/4"}
+    four = both.plans[both.plans["sharding"] == "ddp/4"]
+    assert all(p.endswith("DDP/4") for p in four["plan"])
+    for rank in (1, int(four.iloc[0]["rank"])):
+        row = both.plans[both.plans["rank"] == rank].iloc[0]
+        again = simulate("llama3-8b", "dgx-h100", overrides=both.overrides_for(rank))
+        assert again.step_time_s == pytest.approx(row["step_time_s"], rel=1e-12)
+        assert again.memory_per_gpu_GB == pytest.approx(row["memory_per_gpu_GB"], rel=1e-12)

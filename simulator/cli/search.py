@@ -51,8 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sharding", default=None, metavar="LIST",
                    help="data-parallel layouts to try, comma-separated: ddp (Megatron DDP), "
                         "or Megatron-FSDP strategies no_shard, optim, optim_grads, "
-                        "optim_grads_params; 'all' = ddp,optim_grads,optim_grads_params "
-                        "(default: the workload's own)")
+                        "optim_grads_params; 'all' = ddp,optim_grads,optim_grads_params; "
+                        "append /k for k distributed-optimizer instances (HSDP under FSDP), "
+                        "e.g. ddp/4,optim_grads_params/8 (default: the workload's own)")
     add_executor_arguments(p)
 
 

@@ -51,6 +51,9 @@ SHARDINGS = ("ddp", "no_shard", "optim", "optim_grads", "optim_grads_params")
 SHARDING_ALL = ("ddp", "optim_grads", "optim_grads_params")
 SHARDING_LABELS = {"ddp": "DDP", "no_shard": "FSDP-Z0", "optim": "FSDP-Z1",
                    "optim_grads": "FSDP-Z2", "optim_grads_params": "FSDP-Z3"}
+# "<layout>/<k>": the layout with k distributed-optimizer instances (Megatron-Core's
+# partial distributed optimizer; HSDP under Megatron-FSDP), e.g. "ddp/4"
+INSTANCES_SEP = "/"
 DEFAULT_SCHEDULES = ("1f1b", "interleaved")  # Megatron-LM's: interleaved exactly when VP > 1
 NO_PIPELINE = "1f1b"  # what a PP 1 plan is listed as (no schedule applies)
 
@@ -88,9 +91,13 @@ class Shape:
     def _sharding_overrides(self) -> dict[str, Any]:
         if not self.sharding:
             return {}
-        fsdp = self.sharding != "ddp"
-        return {"training.use_megatron_fsdp": fsdp,
-                "training.data_parallel_sharding_strategy": self.sharding if fsdp else None}
+        layout, instances = split_sharding(self.sharding)
+        fsdp = layout != "ddp"
+        out = {"training.use_megatron_fsdp": fsdp,
+               "training.data_parallel_sharding_strategy": layout if fsdp else None}
+        if instances:
+            out["training.num_distributed_optimizer_instances"] = instances
+        return out
 
     def label(self) -> str:
         parts = [f"TP{self.tp}", f"PP{self.pp}"]
@@ -98,8 +105,21 @@ class Shape:
         parts += [f"CP{self.cp}"] if self.cp > 1 else []
         parts += [f"EP{self.ep}"] if self.ep > 1 else []
         parts += [f"DP{self.dp}", f"MBS{self.mbs}"] + (["SP"] if self.sp else [])
-        parts += [SHARDING_LABELS[self.sharding]] if self.sharding else []
+        if self.sharding:
+            layout, instances = split_sharding(self.sharding)
+            parts.append(SHARDING_LABELS[layout] + (f"/{instances}" if instances else ""))
         return " ".join(parts)
+
+
+def split_sharding(name: str) -> tuple[str, int | None]:
+    """``"ddp/4"`` -> ``("ddp", 4)``; ``"ddp"`` -> ``("ddp", None)`` (the workload's own
+    number of optimizer instances). Raises ConfigError of ``--sharding`` otherwise."""
+    layout, sep, k = name.partition(INSTANCES_SEP)
+    if layout not in SHARDINGS or (sep and not (k.isdigit() and int(k) >= 1)):
+        raise ConfigError("--sharding", name, "a layout from " + ", ".join(SHARDINGS)
+                          + ", optionally with /k distributed-optimizer instances (k >= 1), "
+                          "e.g. ddp/4")
+    return layout, int(k) if sep else None
 
 
 def divisors(n: int) -> list[int]:
@@ -134,11 +154,17 @@ def schedule_names(value: str | Sequence[str] | None) -> tuple[str, ...]:
 
 def sharding_names(value: str | Sequence[str] | None) -> tuple[str, ...]:
     """The data-parallel layouts a search tries: ``None`` for the base workload's own
-    (``("",)``), ``"all"`` for :data:`SHARDING_ALL`, else names from :data:`SHARDINGS` (a
-    comma-separated string or a sequence), deduplicated in the order given."""
+    (``("",)``), ``"all"`` for :data:`SHARDING_ALL`, else names from :data:`SHARDINGS`, each
+    optionally with ``/k`` optimizer instances (:func:`split_sharding`; a comma-separated
+    string or a sequence), deduplicated in the order given."""
     if value is None:
         return ("",)
-    return _names(value, "--sharding", SHARDINGS, SHARDING_ALL)
+    names = value.split(",") if isinstance(value, str) else [str(n) for n in value]
+    # "<layout>/<k>" names k optimizer instances; the layout must be one of SHARDINGS
+    allowed = [n.strip() for n in names if n.strip() and n.strip() != "all"]
+    for n in allowed:
+        split_sharding(n)
+    return _names(value, "--sharding", [*SHARDINGS, *allowed], SHARDING_ALL)
 
 
 def _paired(pp: int, vp: int, schedules: tuple[str, ...]) -> list[str]:
