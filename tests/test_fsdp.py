@@ -17,9 +17,9 @@ from simulator.cli.main import main
 from simulator.collectives import collective_time
 from simulator.config import load_workload
 from simulator.memory import estimate_memory
-from simulator.memory.model import fsdp_unit_bytes
+from simulator.memory.model import fsdp_staged_params, fsdp_unit_bytes
 from simulator.workload.fsdp import pipelined, unit_collectives, units
-from simulator.workload.params import stage_params
+from simulator.workload.params import layer_params, stage_params
 from simulator.workload.partition import partition_layers
 from simulator.workload.shape import plan_shape
 
@@ -41,7 +41,11 @@ def test_zero_stages_shard_the_model_states_as_the_zero_paper(h100):
     w0 = load_workload("llama3-8b", fsdp(None))
     n = stage_params(w0, partition_layers(w0), 0).total  # all of the model: TP1 PP1
     d = 16
-    layer = n / 32  # unit staging: the average layer of the stage (32 layers)
+    # unit staging: the largest unit pair, one decoder layer and the 128,256 x 4,096
+    # embedding (or output) table beside it (TP1 PP1: the stage holds both tables)
+    layer = layer_params(w0, False).total
+    table = 128256 * 4096
+    assert fsdp_staged_params(w0, partition_layers(w0), 0) == pytest.approx(layer + table)
     rows = {s: estimate_memory(load_workload("llama3-8b", fsdp(s)), h100).stages[0]
             for s in STRATEGIES}
     states = {s: (st.parameters, st.gradients, st.optimizer) for s, st in rows.items()}
@@ -54,8 +58,9 @@ def test_zero_stages_shard_the_model_states_as_the_zero_paper(h100):
     assert (plain.parameters, plain.gradients, plain.optimizer) == pytest.approx(states["optim"])
     # unsharded units: two layers' gradients (ZeRO-2), and two layers' weights (ZeRO-3)
     base = rows["optim"].comm_buffers
-    assert rows["optim_grads"].comm_buffers - base == pytest.approx(2 * layer * 4)
-    assert rows["optim_grads_params"].comm_buffers - base == pytest.approx(2 * layer * (4 + 2))
+    assert rows["optim_grads"].comm_buffers - base == pytest.approx((layer + table) * 4)
+    assert rows["optim_grads_params"].comm_buffers - base == pytest.approx(
+        (layer + table) * (4 + 2))
     totals = [rows[s].total for s in STRATEGIES]
     assert totals == sorted(totals, reverse=True)
 
@@ -66,7 +71,7 @@ def test_fp8_weights_under_zero3_keep_no_cached_copies(h100):
     assert st.fp8_weight_copies == 0.0
     # the gathered unit carries its FP8 cast: 2 + 1 bytes per weight, plus 4 per gradient
     n = stage_params(w, partition_layers(w), 0).total
-    assert fsdp_unit_bytes(w, n / 32) == pytest.approx(2 * n / 32 * (2 + 1 + 4))
+    assert fsdp_unit_bytes(w, n / 16) == pytest.approx(n / 16 * (2 + 1 + 4))
     z1 = load_workload("llama3-8b", fsdp("optim_grads", **{"training.precision": "fp8"}))
     assert estimate_memory(z1, h100).stages[0].fp8_weight_copies == pytest.approx(2 * n)
     # keep_fp8_transpose_cache: one byte per parameter of the gathered, whole weights
@@ -225,3 +230,21 @@ def test_trace_shows_fsdp_traffic_and_does_not_stretch_the_kernels_by_it():
     exposed = run.plan.fsdp_exposed[0][0, 0, 0]
     assert sum(e["dur"] for e in kernels) <= (f0.duration + 1e-9) * 1e6 + 1e-3 * len(kernels)
     assert phase["dur"] == pytest.approx((f0.duration + exposed) * 1e6, abs=1e-2)
+
+
+def test_fsdp_staging_holds_the_largest_pair_of_units():
+    # Llama 3 70B, PP 4: the first stage stages a layer and the embedding, a middle stage
+    # two layers, the last a layer and the output table
+    w = load_workload("llama3-70b", {"training.use_megatron_fsdp": True})
+    part = partition_layers(w)
+    layer = layer_params(w, False).total
+    table = 129024 * 8192 / 8  # 128,256 tokens padded to a multiple of 128 x TP 8
+    assert [fsdp_staged_params(w, part, s) for s in range(4)] == pytest.approx(
+        [layer + table, 2 * layer, 2 * layer, layer + table])
+    assert table > layer
+    # Mixtral 8x7B: every layer routes, so the pair is of MoE layers (experts included)
+    m = load_workload("mixtral-8x7b", {"training.use_megatron_fsdp": True})
+    mp = partition_layers(m)
+    moe = layer_params(m, True).total
+    assert moe > layer_params(m, False).total
+    assert fsdp_staged_params(m, mp, 1) == pytest.approx(2 * moe)

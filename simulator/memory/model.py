@@ -29,7 +29,14 @@ from functools import cached_property
 from ..config.workload import Workload
 from ..errors import ConfigError
 from ..hardware import Topology
-from ..workload.params import expert_data_parallel, stage_params
+from ..moe import is_moe_layer
+from ..workload.params import (
+    expert_data_parallel,
+    layer_params,
+    padded_vocab,
+    stage_layer_indices,
+    stage_params,
+)
 from ..workload.partition import Partition, partition_layers
 from .activations import BYTES_16, moe_load
 from .stage_activations import stage_activations
@@ -150,12 +157,13 @@ def comm_buffer_bytes(w: Workload, expert_load_factor: float = 1.0) -> float:
     return total
 
 
-def fsdp_unit_bytes(w: Workload, unit_params: float) -> float:
-    """Megatron-FSDP's unsharded staging of ``unit_params``-parameter units (one transformer
-    layer each), bytes: with sharded weights (ZeRO-3) the gathered weights of the unit in
-    use and of the one prefetched, with their FP8 casts in FP8 training; with sharded
-    gradients (ZeRO-2/3) the full gradients of the unit being reduce-scattered and of the
-    one being produced (Megatron-Core ``fsdp_double_buffer``). Zero without them."""
+def fsdp_unit_bytes(w: Workload, staged_params: float) -> float:
+    """Megatron-FSDP's unsharded staging of two units of ``staged_params`` parameters in all
+    (:func:`fsdp_staged_params`), bytes: with sharded weights (ZeRO-3) the gathered weights
+    of the unit in use and of the one prefetched, with their FP8 casts in FP8 training;
+    with sharded gradients (ZeRO-2/3) the full gradients of the unit being reduce-scattered
+    and of the one being produced (Megatron-Core ``fsdp_double_buffer``). Zero without
+    them."""
     tr = w.training
     per = 0.0
     if tr.params_sharded:
@@ -163,7 +171,28 @@ def fsdp_unit_bytes(w: Workload, unit_params: float) -> float:
                                    and not tr.fp8_param_gather else 0.0)
     if tr.grads_sharded:
         per += grad_bytes(tr)
-    return 2 * unit_params * per
+    return staged_params * per
+
+
+def fsdp_staged_params(w: Workload, partition: Partition, stage: int) -> float:
+    """Parameters of the two FSDP units a GPU of ``stage`` holds unsharded at its peak: its
+    largest decoder layer and the larger of another such layer and the embedding or output
+    table next to it (Megatron-FSDP's units are the decoder layers, and the embedding and
+    the output layer one unit each; ``V_pad*h/t`` parameters). The traffic spreads a
+    chunk's bytes evenly over its units (:mod:`simulator.workload.fsdp`), which is the
+    same total; the memory peak needs the largest pair."""
+    ids = stage_layer_indices(partition, stage)
+    moe = w.model.moe
+    kinds = {moe is not None and is_moe_layer(moe, i) for i in ids}  # dense and/or MoE
+    largest = max((layer_params(w, routed).total for routed in kinds), default=0.0)
+    last_g = len(partition.counts) - 1
+    table = padded_vocab(w) * w.model.hidden_size / w.parallelism.tensor
+    tables = [table for g in partition.place[stage]
+              for end in (g == 0, g == last_g and (w.model.untie_embeddings_and_output_weights
+                                                    or partition.num_stages > 1)) if end]
+    if not ids:  # a stage of tables only: both are staged
+        return sum(sorted(tables)[-2:])
+    return largest + max([largest, *tables])
 
 
 def _split(per_param: float, sp, shard: tuple[int, int]) -> float:
@@ -210,7 +239,8 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | None = N
             gradients=_split(grads, sp, g_shard),
             optimizer=_split(optim, sp, o_shard),
             activations=acts.device,
-            comm_buffers=comm + fsdp_unit_bytes(w, sp.total / max(1, sum(partition.layers[stage]))),
+            comm_buffers=comm + (fsdp_unit_bytes(w, fsdp_staged_params(w, partition, stage))
+                                 if tr.grads_sharded else 0.0),
             framework=topo.gpu.framework_memory_bytes,
             offloaded=acts.host,
         ))
