@@ -3,7 +3,7 @@
 Bytes per parameter of the model states (weights, Transformer Engine's FP8 copies,
 gradients, optimizer) come from :mod:`.states`, with their sources; activations from
 :mod:`.activations`; communication buffers are the explicit per-layer staging buffers
-named in :func:`comm_buffer_bytes`, plus Megatron-FSDP's unsharded layer units
+named in :func:`comm_buffer_bytes`, plus Megatron-FSDP's two unsharded units
 (:func:`fsdp_unit_bytes`). Sharding (ZeRO, Rajbhandari et al. 2020, Section 5 and
 Figure 1): the optimizer state over the data x context ranks with the distributed
 optimizer or any Megatron-FSDP strategy but ``no_shard``, the gradients too under
