@@ -201,3 +201,14 @@ def test_search_tries_optimizer_instances_and_reproduces_them():
         again = simulate("llama3-8b", "dgx-h100", overrides=both.overrides_for(rank))
         assert again.step_time_s == pytest.approx(row["step_time_s"], rel=1e-12)
         assert again.memory_per_gpu_GB == pytest.approx(row["memory_per_gpu_GB"], rel=1e-12)
+
+
+def test_trace_names_the_reduction_across_instances():
+    from simulator.report.figures import simulate_run
+    from simulator.report.trace import THREADS, chrome_trace
+
+    run = simulate_run("llama3-8b", "dgx-h100", plan(4))
+    trace = chrome_trace(run.plan, run.engine, run.result)["traceEvents"]
+    grads = [e for e in trace if e.get("ph") == "X" and e["tid"] == THREADS["dp"][0]
+             and e["name"].startswith("grad ")]
+    assert grads and all(e["name"].endswith("+ all-reduce across 4 instances") for e in grads)

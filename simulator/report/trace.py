@@ -161,9 +161,12 @@ def _send(out: _Writer, plan: Any, r: Any, pid: int, starts: dict) -> None:
 
 
 def _dp(out: _Writer, plan: Any, r: Any, pid: int) -> None:
-    dist = plan.workload.training.optimizer_sharded
+    tr = plan.workload.training
+    dist = tr.optimizer_sharded
     if r.name == "grad_sync":
         name = f"grad {'reduce-scatter' if dist else 'all-reduce'} chunk {r.chunk}"
+        if tr.num_distributed_optimizer_instances > 1:  # then the shard across instances
+            name += f" + all-reduce across {tr.num_distributed_optimizer_instances} instances"
         args = {"chunk": r.chunk, "bytes": r.nbytes}
     else:
         name = "param all-gather"
