@@ -15,9 +15,9 @@ tightened to keep at least ~1.5x margin (reports/validation.md).
 
 Do not loosen a bar to make it pass: if the model cannot reach one, mark that assertion
 ``xfail(strict=True, reason=<measured numbers>)`` and name the missing physics.
-The dense cases are 84 full simulations (16 A100, 50 H100, 18 GB200; 34 of them fp8); the
-four pipelines with 280-1120 micro-batches on 35-64 stages take most of the ~20 s this
-module needs (one core).
+The dense cases are 100 full simulations (16 A100, 50 H100, 18 GB200, 16 GB300; 50 of them
+fp8); the four pipelines with 280-1120 micro-batches on 35-64 stages take most of the ~20 s
+this module needs (one core).
 """
 
 from __future__ import annotations

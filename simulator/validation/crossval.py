@@ -66,6 +66,9 @@ RECIPES: dict[str, tuple[Stage, ...]] = {
     "gb200-nvl72": (Stage("bf16", ("gpu.gemm_efficiency", "gpu.attention_efficiency"),
                           {"gpu.gemm_efficiency": (0.40, 0.90)}),
                     Stage("fp8", (FP8,))),
+    # no BF16 GB300 run is published: only the FP8 efficiency is fitted, the BF16 constants
+    # are GB200's (topologies/gb300-nvl72.yaml)
+    "gb300-nvl72": (Stage("fp8", (FP8,)),),
 }
 
 
