@@ -120,15 +120,18 @@ def _endpoint(case: Case) -> Endpoint:
 
 
 def _fixed_work(cases: list[Case]) -> bool:
-    """Same model and plan, only DP and global batch changing, in proportion."""
+    """Same model and plan, only DP and global batch changing, in proportion, over at least
+    two data-parallel sizes (a group of reruns at one size, e.g. several releases, is not a
+    scale group)."""
     if len(cases) < 2 or any(set(c.spec["overrides"]) - SCALE_KEYS for c in cases):
         return False
     base = cases[0].spec["workload"]
+    dps = [c.spec["overrides"].get("parallelism.data", base["parallelism"]["data"])
+           for c in cases]
     ratios = {c.spec["overrides"].get("training.global_batch_size",
-                                      base["training"]["global_batch_size"])
-              / c.spec["overrides"].get("parallelism.data", base["parallelism"]["data"])
-              for c in cases}
-    return len(ratios) == 1
+                                      base["training"]["global_batch_size"]) / dp
+              for c, dp in zip(cases, dps, strict=True)}
+    return len(ratios) == 1 and len(set(dps)) > 1
 
 
 def scale_groups(directory: str | None = None, scaling: str | bool = True
