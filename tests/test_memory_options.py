@@ -243,3 +243,20 @@ def test_te_fused_cross_entropy_keeps_16_bit_logits_only(h100):
     assert output_activation_bytes(native) == output_activation_bytes(plain)  # not modelled
     last = [estimate_memory(x, h100).stages[-1].activations for x in (plain, fused)]
     assert last[0] - last[1] == pytest.approx(4 * logits)
+
+
+def test_fp8_saves_the_experts_dispatched_input_as_their_gemm_input():
+    # An MoE layer in FP8: the experts' FC1 (TE GroupedLinear) keeps its input's FP8
+    # columnwise copy, so each routed token saves h bytes less for the dispatched input
+    # and f_e less for the FC2 input; the 16-bit expert output for the combine stays
+    over = {"training.precision": "bf16"}
+    bf16 = load_workload("mixtral-8x7b", over)
+    fp8 = load_workload("mixtral-8x7b", {"training.precision": "fp8"})
+    m, p = bf16.model, bf16.parallelism
+    s, b, t = m.seq_length, bf16.training.micro_batch_size, p.tensor
+    sp = t if p.sequence_parallel else 1
+    routed = s * b * m.moe.router_topk / t
+    dense = s * b * (2 * m.hidden_size / sp - m.num_attention_heads * m.head_dim / t)
+    expected = dense + routed * (m.moe.ffn_hidden_size or m.ffn) + routed * m.hidden_size * p.etp
+    assert activation_bytes_per_layer(bf16, moe_layer=True) \
+        - activation_bytes_per_layer(fp8, moe_layer=True) == pytest.approx(expected)

@@ -30,12 +30,13 @@ experts. Each local token goes to ``topk`` experts; the busiest EP rank gets
 ``load`` times the uniform share, where ``load`` is the capacity factor when
 one is set (drop-and-pad: buffers are sized to capacity) and otherwise the
 caller's ``expert_load_factor`` (1.0 = uniform). Per GPU the routed tokens
-cost ``s*b*topk*load/t * (act(f_e) + 2*2*h*etp)`` bytes: the expert
+cost ``s*b*topk*load/t * (act(f_e) + (g + 2)*h*etp)`` bytes: the expert
 activation (``4`` or ``6`` bytes per ffn unit, as above) plus the dispatched
-input and the expert output kept for the probability-weighted combine, which
-are replicated over the ETP group. (With TP > 1 Megatron-Core requires
-sequence parallelism for MoE, so a TP group's tokens are spread over its ``t``
-ranks whatever the ETP.)
+input (the experts' FC1 input, ``g`` bytes per element: 2, or 1 in FP8 as for
+any TE linear, below) and the 16-bit expert output kept for the
+probability-weighted combine, both replicated over the ETP group. (With TP > 1
+Megatron-Core requires sequence parallelism for MoE, so a TP group's tokens are
+spread over its ``t`` ranks whatever the ETP.)
 
 FP8: a Transformer Engine linear that quantizes its own input saves the FP8 copy
 (1 byte per element, column-wise data only) for its weight-gradient GEMM, not the
@@ -43,8 +44,11 @@ FP8: a Transformer Engine linear that quantizes its own input saves the FP8 copy
 ``layernorm_linear.py``, ``layernorm_mlp.py``: "Discard row-wise data since it is not
 needed in backward pass"; ``saved_inputmat = inputmat``). So with ``precision: fp8``
 the two norm outputs (QKV and FC1 inputs) and the FC2 input (the activation's output,
-``f`` wide; an expert's too) take 1 byte, and the output projection adds a 1-byte copy
-of its input, which the attention kernel also keeps in 16-bit for its own backward.
+``f`` wide; an expert's too) take 1 byte, and so does the experts' dispatched FC1 input
+(TE ``grouped_linear.py``: the quantized ``inputmats`` are saved with
+``update_usage(rowwise_usage=False, columnwise_usage=True)``), and the output projection
+adds a 1-byte copy of its input, which the attention kernel also keeps in 16-bit for its
+own backward.
 The norm inputs, Q/K/V and the FC1 output (the activation's input) stay 16-bit.
 """
 
@@ -119,7 +123,8 @@ def _moe_mlp_bytes(w: Workload, s: float, b: float, sp_div: float, load: float,
     routed = s * b * moe.router_topk * load / t
     act = _mlp_bytes_per_token(w, f_e) - (_gemm_input_bytes(w) * f_e if rc.has("moe_act")
                                           else 0.0)
-    experts = routed * (act + 2 * BYTES_16 * m.hidden_size * par.etp)
+    # dispatched FC1 input (its saved GEMM input: 1 byte in FP8) and 16-bit expert output
+    experts = routed * (act + (_gemm_input_bytes(w) + BYTES_16) * m.hidden_size * par.etp)
     return router + shared + experts
 
 
