@@ -33,9 +33,9 @@ from ..moe import is_moe_layer
 from ..workload.params import (
     expert_data_parallel,
     layer_params,
-    padded_vocab,
     stage_layer_indices,
     stage_params,
+    stage_tables,
 )
 from ..workload.partition import Partition, partition_layers
 from .activations import BYTES_16, moe_load
@@ -185,11 +185,7 @@ def fsdp_staged_params(w: Workload, partition: Partition, stage: int) -> float:
     moe = w.model.moe
     kinds = {moe is not None and is_moe_layer(moe, i) for i in ids}  # dense and/or MoE
     largest = max((layer_params(w, routed).total for routed in kinds), default=0.0)
-    last_g = len(partition.counts) - 1
-    table = padded_vocab(w) * w.model.hidden_size / w.parallelism.tensor
-    tables = [table for g in partition.place[stage]
-              for end in (g == 0, g == last_g and (w.model.untie_embeddings_and_output_weights
-                                                    or partition.num_stages > 1)) if end]
+    tables = stage_tables(w, partition, stage)
     if not ids:  # a stage of tables only: both are staged
         return sum(sorted(tables)[-2:])
     return largest + max([largest, *tables])

@@ -118,21 +118,27 @@ def stage_params(w: Workload, partition: Partition, stage: int) -> StageParams:
     return _with_tables(w, partition, stage, dense, expert)
 
 
+def stage_tables(w: Workload, partition: Partition, stage: int) -> list[float]:
+    """Parameters on one GPU of each embedding / output table ``stage`` holds, ``V_pad*h/t``
+    each: the embedding with global chunk 0, the output layer with the last one when the
+    embeddings are untied or PP > 1 (module docstring)."""
+    table = padded_vocab(w) * w.model.hidden_size / w.parallelism.tensor
+    last_g = len(partition.counts) - 1
+    own_output = w.model.untie_embeddings_and_output_weights or partition.num_stages > 1
+    return [table for g in partition.place[stage]
+            for holds in (g == 0, g == last_g and own_output) if holds]
+
+
 def _with_tables(w: Workload, partition: Partition, stage: int, dense: float,
                  expert: float) -> StageParams:
     """Add the embedding / output tables and the final norm where ``stage`` holds them."""
-    h, p = w.model.hidden_size, partition.num_stages
-    table = padded_vocab(w) * h / w.parallelism.tensor
+    dense += sum(stage_tables(w, partition, stage))
     last_g = len(partition.counts) - 1
     for g in partition.place[stage]:
-        if g == 0:
-            dense += table
         if g == last_g:
             mtp = mtp_params(w)
-            dense += h + mtp.dense  # final norm, multi-token-prediction modules
+            dense += w.model.hidden_size + mtp.dense  # final norm, multi-token prediction
             expert += mtp.expert
-            if w.model.untie_embeddings_and_output_weights or p > 1:
-                dense += table
     return StageParams(dense=dense, expert=expert)
 
 
