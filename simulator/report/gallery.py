@@ -102,6 +102,19 @@ def _scaling(log: list[SimRun]):
                           "interleaved, 512 x 8K sequences per step, DP 1 to 32")
 
 
+# Llama 3.1 405B in FP8 (current scaling) on 256 GPUs as Megatron-Bridge's 26.x performance
+# recipes run it (validation/megatron_bridge/gb200.yaml, validation/dense_step_time_gb300.yaml)
+FP8_405B = {"parallelism.tensor": 4, "parallelism.pipeline": 16, "parallelism.data": 4,
+            "parallelism.virtual_pipeline": 4,
+            "parallelism.account_for_embedding_in_pipeline_split": True,
+            "parallelism.account_for_loss_in_pipeline_split": True,
+            "training.global_batch_size": 1536, "training.precision": "fp8",
+            "training.fp8_recipe": "tensorwise", "training.fp8_param_gather": True,
+            "training.grad_reduce_in_fp32": False,
+            "training.cross_entropy_loss_fusion": True,
+            "training.cross_entropy_fusion_impl": "te"}
+GB300_PLAN = {"parallelism.pipeline": 8, "parallelism.data": 8}
+
 GALLERY: list[Entry] = [
     Entry("breakdown-llama3-405b-h100-vs-gb200.png", "Llama 3 405B: DGX H100 vs GB200 NVL72",
           "Llama 3 405B on DGX H100 and GB200 NVL72: the Llama 3 paper's TP8 PP16 DP128 plan "
@@ -114,6 +127,17 @@ GALLERY: list[Entry] = [
                         "parallelism.virtual_pipeline": 2},
                        "GB200 NVL72\n{plan}")],
                      "Step-time breakdown: llama3-405b, 16,384 GPUs")),
+    Entry("breakdown-llama31-405b-fp8-gb200-vs-gb300.png",
+          "Llama 3.1 405B FP8: GB200 vs GB300 NVL72",
+          "Llama 3.1 405B in FP8 (current scaling) on 256 GPUs, GBS 1536: GB200 NVL72 with its "
+          "Megatron-Bridge recipe (TP4 PP16 VP4), GB300 NVL72 on the same plan, and GB300 with "
+          "its own recipe (TP4 PP8 VP4): how much of the gain is the GPU and how much the plan "
+          "its 288 GB allow.",
+          _breakdown([("llama3-405b", "gb200-nvl72", FP8_405B, "GB200 NVL72\n{plan}"),
+                      ("llama3-405b", "gb300-nvl72", FP8_405B, "GB300 NVL72\n{plan}"),
+                      ("llama3-405b", "gb300-nvl72", {**FP8_405B, **GB300_PLAN},
+                       "GB300 NVL72\n{plan}")],
+                     "Step-time breakdown: llama3.1-405b FP8, 256 GPUs")),
     Entry("breakdown-llama3-70b-schedules.png", "Llama 3 70B: three pipeline schedules",
           "Llama 3 70B on 64 H100 (TP8 PP4 DP2, 64 micro-batches): the same step under "
           "GPipe, 1F1B and interleaved 1F1B with 5 chunks per stage.",
