@@ -92,3 +92,12 @@ def test_dash_o_is_output_everywhere_and_writes_what_stdout_would_show(tmp_path,
     mem = tmp_path / "m.txt"
     assert cli(["memory", "tiny", "-t", "dgx-h100", "-o", str(mem)]) == 0
     assert "FITS" in mem.read_text()
+
+
+def test_topology_help_names_every_shipped_topology():
+    from simulator.cli.common import TOPOLOGY_HELP
+    from simulator.config.loader import shipped_names
+
+    names = shipped_names("topologies")
+    assert "gb300-nvl72" in names
+    assert all(name in TOPOLOGY_HELP for name in names), (names, TOPOLOGY_HELP)

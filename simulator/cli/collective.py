@@ -16,7 +16,7 @@ from ..collectives import ALGOS, OPS, algo_bandwidth, best_algorithm, bus_bandwi
 from ..config import load_topology
 from ..errors import ConfigError
 from ..hardware import Topology
-from .common import add_format_argument, emit, output_format
+from .common import TOPOLOGY_HELP, add_format_argument, emit, output_format
 
 NAME = "collective"
 HELP = "predict an NCCL collective's time and bus bandwidth over message sizes"
@@ -26,9 +26,7 @@ BF16_BYTES = 2
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--topology", "-t", required=True,
-                   help="topology YAML path or shipped name (dgx-a100, dgx-h100, dgx-b200, "
-                        "gb200-nvl72)")
+    p.add_argument("--topology", "-t", required=True, help=TOPOLOGY_HELP)
     p.add_argument("--op", default="all_reduce", help=f"one of {', '.join(OPS)}")
     p.add_argument("--ranks", "-n", type=int, required=True, help="group size")
     p.add_argument("--stride", type=int, default=1, help="global-rank distance between members")

@@ -17,13 +17,16 @@ from ..config import parse_override
 from ..errors import ConfigError
 from ..io import atomic_write_text
 
+# the shipped topologies, named in every --topology help (tests/test_api_cli_conventions.py
+# checks the list)
+TOPOLOGY_HELP = ("topology YAML path or shipped name (dgx-a100, dgx-h100, dgx-b200, "
+                 "gb200-nvl72, gb300-nvl72; `clustersim list` shows them)")
+
 
 def add_config_arguments(p: argparse.ArgumentParser, workload: bool = True) -> None:
     if workload:
         p.add_argument("workload", help="workload YAML path or shipped name (e.g. llama3-8b)")
-    p.add_argument("--topology", "-t", required=True,
-                   help="topology YAML path or shipped name (dgx-a100, dgx-h100, dgx-b200, "
-                        "gb200-nvl72)")
+    p.add_argument("--topology", "-t", required=True, help=TOPOLOGY_HELP)
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a workload field, e.g. parallelism.tensor=4 (repeatable)")
     p.add_argument("--set-topology", action="append", default=[], metavar="FIELD=VALUE",
