@@ -29,7 +29,8 @@ local token), an optional shared expert (dense-MLP accounting) and routed
 experts. Each local token goes to ``topk`` experts; the busiest EP rank gets
 ``load`` times the uniform share, where ``load`` is the capacity factor when
 one is set (drop-and-pad: buffers are sized to capacity) and otherwise the
-caller's ``expert_load_factor`` (1.0 = uniform). Per GPU the routed tokens
+caller's ``expert_load_factor`` (1.0 = uniform; the memory report's default is
+the dropless hot rank's load, :mod:`.hot_expert`). Per GPU the routed tokens
 cost ``s*b*topk*load/t * (act(f_e) + (g + 2)*h*etp)`` bytes: the expert
 activation (``4`` or ``6`` bytes per ffn unit, as above) plus the dispatched
 input (the experts' FC1 input, ``g`` bytes per element: 2, or 1 in FP8 as for
@@ -60,6 +61,7 @@ from ..errors import ConfigError
 from ..moe.router import is_moe_layer as moe_rule
 from ..schedules import schedule_of
 from ..workload.mla import qk_dim
+from .hot_expert import hot_rank_load
 
 BYTES_16 = 2.0  # bf16 / fp16 element
 BYTES_FP8 = 1.0
@@ -86,13 +88,17 @@ def _mlp_bytes_per_token(w: Workload, ffn: int) -> float:
     return fc1_out + _gemm_input_bytes(w) * ffn
 
 
-def moe_load(w: Workload, expert_load_factor: float = 1.0) -> float:
-    """Routed tokens on the busiest EP rank over the uniform share (capacity factor if set)."""
-    if not expert_load_factor > 0:
-        raise ConfigError("expert_load_factor", expert_load_factor, "must be a number > 0")
+def moe_load(w: Workload, expert_load_factor: float | None = 1.0) -> float:
+    """Routed tokens on the busiest EP rank over the uniform share: the capacity factor if
+    set, else ``expert_load_factor``, else (None) the dropless hot rank's load
+    (:func:`~.hot_expert.hot_rank_load`, its 99th percentile over the router's draws)."""
     moe = w.model.moe
     if moe is not None and moe.capacity_factor is not None:
         return moe.capacity_factor
+    if expert_load_factor is None:
+        return hot_rank_load(w)
+    if not expert_load_factor > 0:
+        raise ConfigError("expert_load_factor", expert_load_factor, "must be a number > 0")
     return expert_load_factor
 
 

@@ -128,7 +128,7 @@ class MemoryReport:
                 f"biggest: {big} {getattr(st, big) / GB:.1f} GB")
 
 
-def comm_buffer_bytes(w: Workload, expert_load_factor: float = 1.0) -> float:
+def comm_buffer_bytes(w: Workload, expert_load_factor: float | None = None) -> float:
     """Explicit communication staging buffers on one GPU, bytes.
 
     * TP with SP: the all-gathered layer input and the reduce-scatter input,
@@ -198,11 +198,13 @@ def _split(per_param: float, sp, shard: tuple[int, int]) -> float:
 
 
 def estimate_memory(w: Workload, topo: Topology, partition: Partition | None = None,
-                    expert_load_factor: float = 1.0) -> MemoryReport:
+                    expert_load_factor: float | None = None) -> MemoryReport:
     """Per-GPU memory of every pipeline stage of ``w`` on ``topo``'s GPU (bytes).
 
     ``expert_load_factor``: routed tokens on the busiest EP rank over the
     uniform share (>= 1 under skew); ignored when the model sets a capacity factor.
+    None: a dropless plan's hot rank at the 99th percentile of the router's draws
+    (:mod:`.hot_expert`), 1.0 under uniform routing.
     """
     par, tr = w.parallelism, w.training
     if w.num_microbatches < 1:

@@ -218,8 +218,9 @@ class ChunkCoster:
             f.extend(self.moe_base[0], ops=ops)
             f.extend(moe_phase(fp, ops), ops=ops)
             b.extend(moe_phase(bp, ops), ops=ops)
-            if self.recompute_moe and redo:
+            if self.recompute_moe and redo:  # the re-run forward counts in the breakdown too
                 b.extend(moe_phase(fp, ops), ops=ops)
+                self.ep_parts.append(fp)
             b.extend(self.moe_base[1] if redo else self.moe_plain_bwd, ops=ops)
         self._dense(f, b, dense_run, plain_run, ops)
         if dense_run + plain_run:  # none: the dense layer need not be costed
