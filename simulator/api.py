@@ -30,7 +30,7 @@ from .memory import estimate_memory
 from .metrics import Result, summarize, with_expected_step
 from .reliability.variability import Variability, expected_step
 from .workload.plan import Plan, build_plan
-from .workload.validate import check_plan
+from .shape.validate import check_plan
 
 Ref = str | Path | dict | Workload
 TopologyRef = str | Path | dict | TopologyConfig

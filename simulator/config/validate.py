@@ -24,7 +24,7 @@ accepted here would start there:
   tokens per micro-batch are bounded.
 
 Rules that need the plan's layout (the layer split, parameters per GPU, the
-schedule's own rules) live in :mod:`simulator.workload.validate`, whose
+schedule's own rules) live in :mod:`simulator.shape.validate`, whose
 ``check_plan`` runs :func:`check_config` first: config knows nothing of
 workload, so the dependency runs one way.
 """

@@ -100,7 +100,7 @@ class ModelConfig(Schema):
     hidden_dropout: Dropout = 0.1  # Megatron default; Llama: 0
     attention_dropout: Dropout = 0.1  # Megatron default; Llama: 0
     moe: MoEConfig | None = None
-    # Multi-latent attention (DeepSeek-V2/V3), Megatron-Core names; see workload/mla.py.
+    # Multi-latent attention (DeepSeek-V2/V3), Megatron-Core names; see shape/mla.py.
     multi_latent_attention: bool = False
     q_lora_rank: Width | None = None  # None: no query compression
     kv_lora_rank: Width | None = None
@@ -155,7 +155,7 @@ class ParallelConfig(Schema):
     microbatch_group_size_per_vp_stage: PositiveInt | None = None
     sequence_parallel: bool = False
     # Any schedule registered in simulator.schedules (one file each); checked, with the
-    # schedule's own rules (virtual_pipeline, micro-batch count), by workload.validate.
+    # schedule's own rules (virtual_pipeline, micro-batch count), by shape.validate.
     pipeline_schedule: str = "1f1b"
     decoder_first_pipeline_num_layers: PositiveInt | None = None
     decoder_last_pipeline_num_layers: PositiveInt | None = None
@@ -426,7 +426,7 @@ class Workload(Schema):
                               f"must divide parallelism.data x context ({dp_cp}; "
                               "Megatron-Core: the DP x CP ranks split into equal instances)")
         if self.model.moe is not None:
-            # expert-DP (Megatron-Core parallel folding, workload/params.py); a plan whose
+            # expert-DP (Megatron-Core parallel folding, shape/params.py); a plan whose
             # EP x ETP does not divide DP x CP x TP is refused there, with its own message
             edp = max(1, dp_cp * par.tensor // (par.expert * par.etp))
             if edp % k:

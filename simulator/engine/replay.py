@@ -253,7 +253,7 @@ _MAX_STRUCTURES = 4096  # stages' worth; cleared when full
 def _structure(steps, route, s: int, overlap_grad: bool, shape: tuple) -> tuple:
     """(phases, split, fused, wait, rel, dst, index, facts) of stage s: what depends on the
     order and the route only, not on times (``facts``: :class:`.lean.Facts`, None with a
-    fused pair). Shared step lists (tuples from ``workload.shape.schedule_steps``, one
+    fused pair). Shared step lists (tuples from ``shape.schedule_steps``, one
     route per size) are compiled once; the cache keeps the objects it was keyed on, so an
     ``id`` cannot be reused while its entry lives."""
     if not isinstance(steps, tuple):

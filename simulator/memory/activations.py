@@ -60,7 +60,7 @@ from ..config.workload import Workload
 from ..errors import ConfigError
 from ..moe.router import is_moe_layer as moe_rule
 from ..schedules import schedule_of
-from ..workload.mla import qk_dim
+from ..shape.mla import qk_dim
 from .hot_expert import hot_rank_load
 
 BYTES_16 = 2.0  # bf16 / fp16 element

@@ -30,14 +30,14 @@ from ..config.workload import Workload
 from ..errors import ConfigError
 from ..hardware import Topology
 from ..moe import is_moe_layer
-from ..workload.params import (
+from ..shape.params import (
     expert_data_parallel,
     layer_params,
     stage_layer_indices,
     stage_params,
     stage_tables,
 )
-from ..workload.partition import Partition, partition_layers
+from ..shape.partition import Partition, partition_layers
 from .activations import BYTES_16, moe_load
 from .stage_activations import stage_activations
 from .states import FP8_BYTES, fp8_copy_bytes, grad_bytes, optimizer_bytes, weight_bytes

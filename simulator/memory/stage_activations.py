@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config.workload import Workload
-from ..workload.params import stage_layer_indices
-from ..workload.partition import Partition
+from ..shape.params import stage_layer_indices
+from ..shape.partition import Partition
 from .activations import (
     activation_bytes_per_layer,
     embedding_activation_bytes,

@@ -35,10 +35,10 @@ from __future__ import annotations
 
 from ..config.workload import Workload
 from ..moe import is_moe_layer
-from ..workload.mla import attention_params, core_flops
+from ..shape.mla import attention_params, core_flops
 from ..workload.moe_layer import MoECost
 from ..workload.plan import Plan
-from ..workload.shape import microbatch_runs
+from ..shape.plan_shape import microbatch_runs
 
 
 def _attention_flops(w: Workload, causal: bool) -> float:

@@ -11,7 +11,7 @@ import numpy as np
 from ..config.workload import Workload
 from ..engine import EngineResult
 from ..hardware import Topology
-from ..workload.model_params import model_params
+from ..shape.model_params import model_params
 from ..workload.plan import Plan
 from .flops import executed_flops_per_step, kept_fraction, model_flops_per_step
 from .uncertainty import COVERAGE, interval

@@ -351,7 +351,7 @@ barriers per step, at 2,048 GPUs).
 * **Failures** (`failures.py`): Poisson interruptions per GPU, node, link and job (software);
   Daly's (2006) optimal interval and expected wall time; Monte-Carlo runs for p10/p90.
 * **Checkpoint** (`checkpoint.py`): 14 B per unique parameter, from the per-stage counts of
-  `simulator.workload.params`; write/read at the slower of node links and file system;
+  `simulator.shape.params`; write/read at the slower of node links and file system;
   `--async-save` blocks only for the device-to-host copy.
 * **Energy** (`energy.py`): GPUs at a fraction of TDP while computing, another while waiting;
   node rest and network per hour; facility energy x PUE.

@@ -7,7 +7,7 @@ A schedule answers five questions about ``p`` stages, ``m`` micro-batches and
    holds as its chunk ``c``: ``(copy, g)``, global chunk ``g`` of model copy
    ``copy``. Megatron's interleaving puts global chunk ``c*p + s`` there; a
    V shape puts ``s`` and ``2p-1-s``; DualPipe holds two copies of the model.
-   The layer split (:mod:`simulator.workload.partition`) and the send rule
+   The layer split (:mod:`simulator.shape.partition`) and the send rule
    (:class:`Route`) both derive from it.
 2. **Order** (:meth:`Schedule.steps`): per stage, the ordered list of
    :class:`Step` ``(phase, mb, chunk)``. ``phase`` is ``"F"``

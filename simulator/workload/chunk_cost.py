@@ -42,7 +42,7 @@ from .ops import (
     output_forward,
     recompute_ops,
 )
-from .shape import plan_shape
+from ..shape.plan_shape import plan_shape
 from .wgrad import wgrad_time
 
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 
 from ..compute import BYTES
 from ..config.workload import Workload
-from . import fp8, mla
+from ..shape import mla
+from . import fp8
 from .opcopy import derive
 
 REGATHER = "_regather"  # suffix of the backward re-gather of a block's sharded input

@@ -26,9 +26,9 @@ from .fsdp import add_fsdp_traffic
 from .moe_layer import MoECost
 from .moe_part import add_ep_breakdown
 from .moe_plan import ChunkBase, add_moe_parts
-from .params import StageParams
-from .partition import Partition
-from .shape import PlanShape, microbatch_runs, schedule_steps
+from ..shape.params import StageParams
+from ..shape.partition import Partition
+from ..shape.plan_shape import PlanShape, microbatch_runs, schedule_steps
 from .step_input import engine_input
 
 AXES = ("compute", "tp", "cp", "ep")
