@@ -34,8 +34,8 @@ from simulator.moe.sampling import (
 from simulator.report.expert_load import expert_loads
 from simulator.workload import moe_draws
 from simulator.workload.chunk_cost import ChunkCoster
-from simulator.workload.moe_dispatch import deepep_tokens
-from simulator.workload.moe_part import PART_FIELDS, add_ep_breakdown
+from simulator.workload.moe.dispatch import deepep_tokens
+from simulator.workload.moe.part import PART_FIELDS, add_ep_breakdown
 from simulator.workload.plan import build_plan
 from simulator.shape.plan_shape import microbatch_runs
 

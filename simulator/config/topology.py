@@ -55,7 +55,7 @@ class GPUConfig(Schema):
     memory_bandwidth_efficiency: Fraction = 0.85
     kernel_overhead_us: Amount = 4.0  # launch + tail per kernel
     # CPU time to issue one kernel from the training framework (PyTorch eager + Megatron
-    # Python) on the node CPU; bounds steps whose kernels are short (workload/moe_host.py).
+    # Python) on the node CPU; bounds steps whose kernels are short (workload/moe/host.py).
     host_launch_us: Amount = 0.0
     # Bytes the framework holds outside the model's tensors: CUDA context, NCCL
     # communicator buffers, cuBLAS/TE workspaces, caching-allocator fragmentation.

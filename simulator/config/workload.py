@@ -211,7 +211,7 @@ class TrainingConfig(Schema):
     grad_reduce_in_fp32: bool = True
     use_flash_attn: bool = True
     # Megatron-Core --cuda-graph-impl / --cuda-graph-scope: graphed parts of a layer launch
-    # as one graph instead of kernel by kernel (simulator/workload/moe_host.py);
+    # as one graph instead of kernel by kernel (simulator/workload/moe/host.py);
     # "full_iteration" graphs the whole step (needs sync-free dropless MoE: Megatron's
     # paged stash / padded experts).
     cuda_graph_impl: Literal["none", "local", "transformer_engine", "full_iteration"] = "none"

@@ -36,7 +36,7 @@ from __future__ import annotations
 from ..config.workload import Workload
 from ..moe import is_moe_layer
 from ..shape.mla import attention_params, core_flops
-from ..workload.moe_layer import MoECost
+from ..workload.moe.layer import MoECost
 from ..workload.plan import Plan
 from ..shape.plan_shape import microbatch_runs
 

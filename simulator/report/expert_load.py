@@ -11,7 +11,7 @@ the ``E / ep`` experts each EP rank holds (placed contiguously), with the
 max/mean ratio that sets the MoE layer's slowdown.
 
 Loads for a workload are the draw the step-time model uses for that layer and
-micro-batch (:mod:`simulator.workload.moe_draws`: uniform, skewed or recorded
+micro-batch (:mod:`simulator.workload.moe.draws`: uniform, skewed or recorded
 router, seeded by ``training.seed``). The EP group routes the tokens of its
 ``ep`` ranks together: each sends ``T * etp / tp`` (``T = micro_batch_size * seq_length / cp``; with
 ETP < TP the TP ranks split the tokens), so one micro-batch routes ``ep``
@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..moe import capacity
-from ..workload.moe_draws import draw_table, moe_layers
+from ..workload.moe.draws import draw_table, moe_layers
 from .figures import COLORS, new_figure, wrap_title
 
 

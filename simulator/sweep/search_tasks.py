@@ -52,7 +52,7 @@ several experts a draw that leaves one idle costs less than the even split (Jens
 on a concave kink), and the bound is not monotone in every table either (the W
 split and the round trip subtract). The search keeps the exact tables and makes
 them cheap instead: plans whose draws coincide share one drawn table and its
-all-to-all volumes (:func:`~simulator.workload.moe_draws.draw_table`), and the
+all-to-all volumes (:func:`~simulator.workload.moe.draws.draw_table`), and the
 bound-only plan builds nothing else (tests/test_search_moe.py checks the bound
 against the simulated step and the search against one that draws afresh).
 """
@@ -68,7 +68,7 @@ from ..hardware import Topology
 from ..memory import estimate_memory
 from ..reliability.variability import Variability, expected_input, host_term
 from ..schedules import FusedStep, Route, Schedule, is_fused
-from ..workload.moe_layer import source_tokens
+from ..workload.moe.layer import source_tokens
 from ..workload.ops import dims
 from ..workload.plan import build_plan
 from .candidates import RECOMPUTE, with_recompute
@@ -148,7 +148,7 @@ def _fused_hiding(inp: EngineInput, s: int, steps: list) -> float:
 def draw_group(w: Workload) -> tuple:
     """Plans with one key read the same router draws (tokens routed per micro-batch over
     the EP group, micro-batches; the rest of the key of
-    :func:`~simulator.workload.moe_draws.draw_table` is the search's base workload): costed
+    :func:`~simulator.workload.moe.draws.draw_table` is the search's base workload): costed
     in one worker, they share its drawn tables and their costs. Dense: ``()``."""
     if w.model.moe is None:
         return ()

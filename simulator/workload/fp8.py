@@ -34,7 +34,7 @@ other dimension also needs a transposed FP8 copy (TE's *columnwise* data of a
 
 Each cast is costed with :func:`simulator.compute.memory_time` (HBM bandwidth
 x STREAM efficiency, plus one kernel overhead). The routed experts of a MoE
-layer quantise their own inputs in :mod:`.moe_layer`; this module covers the
+layer quantise their own inputs in :mod:`.moe.layer`; this module covers the
 dense op lists only (attention linears, dense MLPs, MoE shared experts).
 Per token a linear's casts scale with its widths ``k`` (input) and ``n`` (gradient) while
 its FLOPs scale with ``n*k`` on each GPU, so the casts cost most where the *local* GEMMs are

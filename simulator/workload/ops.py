@@ -137,7 +137,7 @@ def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
 
     ``mlp_ffn``: width of the TP-sharded MLP; ``None`` for the model's dense
     FFN, ``0`` for none (a MoE layer without shared expert: its routed experts
-    are costed by :mod:`.moe_layer`).
+    are costed by :mod:`.moe.layer`).
     """
     x = dims(w)
     if mlp_ffn is not None:
@@ -302,7 +302,7 @@ def recompute_ops(w: Workload, fwd: list[Op], moe_layer: bool = False) -> list[O
     ``shared_experts`` to an MoE layer's shared expert, ``moe_act`` adds the routed
     experts' activation function (bandwidth-bound, ``T*k*f_e/etp`` elements read twice
     and written once, as :func:`mlp_forward`); the whole routed block (``moe``) is
-    re-costed with the experts (:mod:`.moe_layer`). Recomputed ops count no model FLOPs."""
+    re-costed with the experts (:mod:`.moe.layer`). Recomputed ops count no model FLOPs."""
     rc = w.training.recompute_plan
     if rc.full:
         return [derive(o, name=o.name + "_recompute", model_flops=0.0) for o in fwd]

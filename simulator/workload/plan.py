@@ -5,7 +5,7 @@ backward phases (embedding on the first chunk of stage 0, output layer and loss 
 last chunk of the last stage, decoder layers in between). MoE layers add a
 routed-expert part that depends on the router's draw for that layer and micro-batch,
 so phase durations may differ per micro-batch (``fwd[s, c, mb]``); with draws that
-vary, :mod:`.moe_plan` adds those parts for every micro-batch at once. The tables,
+vary, :mod:`.moe.plan` adds those parts for every micro-batch at once. The tables,
 per-stage totals and the EP breakdown are filled here, then Megatron-FSDP's per-micro-batch
 collectives (:mod:`.fsdp`); :mod:`.step_input` adds the
 p2p transfer per micro-batch, the gradient buckets and the optimizer step.
@@ -23,9 +23,9 @@ from ..hardware import Placement, Topology
 from .chunk_cost import ChunkCoster
 from .cost import Phase
 from .fsdp import add_fsdp_traffic
-from .moe_layer import MoECost
-from .moe_part import add_ep_breakdown
-from .moe_plan import ChunkBase, add_moe_parts
+from .moe.layer import MoECost
+from .moe.part import add_ep_breakdown
+from .moe.plan import ChunkBase, add_moe_parts
 from ..shape.params import StageParams
 from ..shape.partition import Partition
 from ..shape.plan_shape import PlanShape, microbatch_runs, schedule_steps

@@ -6,7 +6,7 @@ Per MoE layer and micro-batch, as Megatron-Core's ``MoELayer`` runs it:
    (memory bound, fp32 scores read a few times);
 2. **permute**: copy each token once per assignment into expert order, reading
    ``T*h`` and writing ``T*k*h`` elements (bf16), memory bound;
-3. **dispatch** (:mod:`.moe_dispatch`, by ``token_dispatcher_type``);
+3. **dispatch** (:mod:`.dispatch`, by ``token_dispatcher_type``);
 4. **experts** as one grouped GEMM per rank: expert ``e`` multiplies its ``n_e``
    rows, so small groups run at lower efficiency (the GEMM shape curve of
    :func:`simulator.compute.gemm_efficiency` on each expert's own ``m x n x k``),
@@ -26,30 +26,30 @@ same micro-batch; ``overlap_moe_expert_parallel_comm`` (Megatron-Core's combined
 forward exchange under the backward compute of the same layer and each backward
 exchange under the forward compute. Overlapped compute runs
 ``comm_overlap_slowdown`` slower for the overlapped time (as TP overlap does).
-Host launch-boundedness and the dropless sync: :mod:`.moe_host`.
+Host launch-boundedness and the dropless sync: :mod:`.host`.
 
-Router draws (:mod:`.moe_draws`): one pool per step from ``training.seed``, each
+Router draws (:mod:`.draws`): one pool per step from ``training.seed``, each
 (layer, micro-batch) pair using one draw; reproducible, and a different seed changes
 only these draws. Costs are computed for the whole pool at once (numpy over draws),
 as :class:`~.moe_part.MoEPart` fields, and kept across the plans that share the
-draws (:mod:`.moe_costs`).
+draws (:mod:`.costs`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..compute import BYTES, gemm_efficiency, gemm_time, memory_time
-from ..config.workload import Workload
-from ..hardware import Placement, Topology
-from ..moe import RouterLoads
-from ..moe.batch import LoadRows
-from .cost import Phase
-from .moe_costs import cost_slot
-from .moe_dispatch import Dispatcher
-from .moe_draws import DrawTable, draw_table
-from .moe_host import BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes, launch_counts
-from .moe_part import PART_FIELDS, MoEPart, part_fields
+from ...compute import BYTES, gemm_efficiency, gemm_time, memory_time
+from ...config.workload import Workload
+from ...hardware import Placement, Topology
+from ...moe import RouterLoads
+from ...moe.batch import LoadRows
+from ..cost import Phase
+from .costs import cost_slot
+from .dispatch import Dispatcher
+from .draws import DrawTable, draw_table
+from .host import BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes, launch_counts
+from .part import PART_FIELDS, MoEPart, part_fields
 
 
 def source_tokens(w: Workload, T: float) -> int:
@@ -128,7 +128,7 @@ class MoECost:
 
     @property
     def table(self) -> DrawTable:
-        """The step's router draws (:mod:`.moe_draws`), drawn on first use."""
+        """The step's router draws (:mod:`.draws`), drawn on first use."""
         if self._table is None:
             self._table = draw_table(self.w, self.tokens * self.ep, self.deterministic)
         return self._table
@@ -218,7 +218,7 @@ class MoECost:
 
     def part(self, layer: int, mb: int, backward: bool) -> MoEPart:
         """The MoE part of ``layer`` for micro-batch ``mb`` (for every micro-batch at once:
-        :meth:`stacked` and :mod:`.moe_plan`)."""
+        :meth:`stacked` and :mod:`.plan`)."""
         idx = self.table.index(layer, mb)
         key = (idx, backward)
         if key not in self._cache:

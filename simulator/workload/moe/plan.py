@@ -1,7 +1,7 @@
 """Routed-expert parts of every chunk and micro-batch at once (router draws that vary).
 
 With skewed or traced routing each (MoE layer, micro-batch) has its own router draw
-(:mod:`.moe_draws`), so a chunk's phases differ per micro-batch. A phase time is a sum
+(:mod:`.draws`), so a chunk's phases differ per micro-batch. A phase time is a sum
 of op times: the chunk's other ops (dense layers, the attention and shared expert of
 its MoE layers, embedding, output, offload waits) are the same for every micro-batch
 and are costed once (:meth:`simulator.workload.chunk_cost.ChunkCoster.chunk` in collect mode);
@@ -26,9 +26,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .cost import Phase
-from .moe_layer import MoECost
-from .moe_part import EP_KEYS, PART_FIELDS
+from ..cost import Phase
+from .layer import MoECost
+from .part import EP_KEYS, PART_FIELDS
 
 _FIELD = {k: i for i, k in enumerate(PART_FIELDS)}
 _EP_FIELDS = [_FIELD[k] for k in ("dispatch", "combine", "permute", "router", "experts",
