@@ -32,7 +32,7 @@ from simulator.moe.sampling import (
     uniform_counts,
 )
 from simulator.report.expert_load import expert_loads
-from simulator.workload import moe_draws
+from simulator.workload.moe import draws as moe_draws
 from simulator.workload.chunk_cost import ChunkCoster
 from simulator.workload.moe.dispatch import deepep_tokens
 from simulator.workload.moe.part import PART_FIELDS, add_ep_breakdown

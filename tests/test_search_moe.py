@@ -19,7 +19,7 @@ from simulator.hardware import Topology
 from simulator.sweep import search
 from simulator.sweep.candidates import resolve_shapes, shapes, with_recompute
 from simulator.sweep.search_tasks import fit_and_bound
-from simulator.workload import moe_draws
+from simulator.workload.moe import draws as moe_draws
 from simulator.workload.moe.draws import ByteLRU, draw_table
 from simulator.workload.plan import build_plan
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..api import plan, resolve, simulate
 from ..io import atomic_write_text
-from ..workload import moe_draws
+from ..workload.moe import draws as moe_draws
 
 WORKLOADS = ["mixtral-8x7b", "mixtral-8x22b", "deepseek-v3"]
 SEEDS = range(5)
