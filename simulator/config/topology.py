@@ -97,7 +97,7 @@ Share = Unit
 class ReliabilityConfig(Schema):
     """Variability inside a step and failures over a run (all zero: an ideal cluster).
 
-    Variability (:mod:`simulator.reliability.variability`): every GPU's phase time is the
+    Variability (:mod:`simulator.metrics.variability`): every GPU's phase time is the
     ideal one times a log-normal factor ``exp(jitter_sigma * Z)``; a fraction
     ``slow_node_fraction`` of nodes is persistently ``slow_node_slowdown`` slower; every node
     adds an exponential host / synchronisation delay of mean ``host_noise_s`` per step, and the

@@ -233,7 +233,7 @@ class TrainingConfig(Schema):
     # decides the synchronisation: "delayed" all-reduces the amaxes over the TP x DP x CP
     # group at every fp8_autocast exit, once per model chunk and micro-batch in the forward
     # and again in the backward (--tp-only-amax-red: over the TP x CP group only), which
-    # makes those phases job-wide barriers (simulator/reliability/variability.py).
+    # makes those phases job-wide barriers (simulator/metrics/variability.py).
     fp8_recipe: Literal["delayed", "tensorwise", "mxfp8", "blockwise"] = "delayed"
     tp_only_amax_red: bool = False
     # Megatron's explicit recompute arguments; `recompute` above is their shorthand.

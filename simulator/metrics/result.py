@@ -67,13 +67,13 @@ class Result:
     interval_coverage: float = COVERAGE
     interval_basis: str = ""
     # Percentiles of the step over a seeded Monte-Carlo of per-GPU jitter, slow nodes and
-    # host noise (simulator.reliability.variability; `run --variability`); without that
+    # host noise (simulator.metrics.variability; `run --variability`); without that
     # Monte-Carlo both equal step_time_s.
     step_time_p50_s: float = 0.0
     step_time_p99_s: float = 0.0
     # The step with no variability at all (every GPU at its modelled speed, no host noise):
     # step_time_s is this plus breakdown_s["variability"], the expected cost of waiting for
-    # the slowest peer (simulator.reliability.variability.expected_step).
+    # the slowest peer (simulator.metrics.variability.expected_step).
     step_time_ideal_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from ..version import __version__
 from ..config import TopologyConfig, Workload
 from ..config.loader import apply_overrides, is_file, read_document, validate_model
 from ..errors import ConfigError

@@ -66,7 +66,7 @@ from ..engine import EngineInput
 from ..errors import ConfigError
 from ..hardware import Topology
 from ..memory import estimate_memory
-from ..reliability.variability import Variability, expected_input, host_term
+from ..metrics.variability import Variability, expected_input, host_term
 from ..schedules import FusedStep, Route, Schedule, is_fused
 from ..workload.moe.layer import source_tokens
 from ..workload.ops import dims
@@ -158,7 +158,7 @@ def draw_group(w: Workload) -> tuple:
 def expected_lower_bound(inp: EngineInput, w: Workload, t: TopologyConfig) -> float:
     """Seconds the simulated (expected) step cannot beat: :func:`step_lower_bound` of the
     input with the variability's expected phase factors and barrier waits, plus the host
-    term (:func:`simulator.reliability.variability.expected_input`)."""
+    term (:func:`simulator.metrics.variability.expected_input`)."""
     v = Variability.of(w, t)
     if v.zero:
         return step_lower_bound(inp)
