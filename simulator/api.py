@@ -90,7 +90,7 @@ def simulate_resolved(w: Workload, t: TopologyConfig, keep_records: bool = False
     topo = Topology.from_config(t)
     p = build_plan(w, topo, ops=keep_records)
     run = run_engine(p.engine_input, ListRecorder() if keep_records else NullRecorder())
-    mem = estimate_memory(w, topo, p.partition)
+    mem = estimate_memory(w, topo, p.shape)
     result = summarize(p, run, mem)
     if variability:
         v = Variability.of(w, t)

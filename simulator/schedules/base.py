@@ -146,6 +146,16 @@ class Schedule:
         weight-gradient GEMMs and the output gradients)."""
         return 0.0
 
+    def outputs_held(self, m: int) -> int:
+        """Micro-batches whose output-layer activations (the logits' inputs) the last stage
+        holds at its peak: one, each backward right after its forward (GPipe: all ``m``)."""
+        return 1
+
+    def p2p_buffers(self) -> int:
+        """Boundary-activation send + receive buffer pairs a stage keeps (one; two when a
+        forward's and a backward's transfers overlap, as under interleaving)."""
+        return 1
+
     def param_copies(self, p: int, v: int) -> int:
         """Model copies a stage's chunks come from (2 for DualPipe)."""
         return 1 + max(self.place(p, v, 0, c)[0] for c in range(self.chunks(v)))

@@ -47,6 +47,15 @@ class PlanShape:
     expert_shard: int  # optimizer shard of expert parameters
     microbatches: int
     chunks: int  # chunks per stage
+    # (dense, expert) ways the gradients and the weights split (inside one optimizer
+    # instance; (1, 1) when not sharded)
+    grad_shards: tuple[int, int] = (1, 1)
+    param_shards: tuple[int, int] = (1, 1)
+
+    @property
+    def optimizer_shards(self) -> tuple[int, int]:
+        """(dense, expert) ways the optimizer state splits."""
+        return self.dense_shard, self.expert_shard
 
     @property
     def stages(self) -> int:
@@ -64,21 +73,26 @@ class PlanShape:
         return self.route.last(stage, chunk)
 
 
-def plan_shape(w: Workload) -> PlanShape:
-    """The shape of ``w``'s plan; raises ConfigError if the layer split is impossible."""
+def plan_shape(w: Workload, partition: Partition | None = None) -> PlanShape:
+    """The shape of ``w``'s plan (``partition``: its layer split, if already made); raises
+    ConfigError if the layer split is impossible."""
     par, tr = w.parallelism, w.training
     sched = schedule_of(par)
     p, v, m = par.pipeline, par.vp, w.num_microbatches
-    part = partition_layers(w)
+    part = partition or partition_layers(w)
     edp = expert_data_parallel(w) if w.model.moe is not None else 1
-    k = 1 if tr.outer_dp_sharding_strategy == "optim" else tr.num_distributed_optimizer_instances
+    n = tr.num_distributed_optimizer_instances
+    k = 1 if tr.outer_dp_sharding_strategy == "optim" else n
+    inner = (par.data * par.context // n, max(1, edp // n))  # inside one instance
     return PlanShape(
         schedule=sched, route=schedule_route(sched, p, v), partition=part,
         params=tuple(stage_params(w, part, s) for s in range(p)),
         local_seq=w.model.seq_length / par.context, expert_dp=edp,
         dense_shard=par.data * par.context // k if tr.optimizer_sharded else 1,
         expert_shard=max(1, edp // k) if tr.optimizer_sharded else 1,
-        microbatches=m, chunks=sched.chunks(v))
+        microbatches=m, chunks=sched.chunks(v),
+        grad_shards=inner if tr.grads_sharded else (1, 1),
+        param_shards=inner if tr.params_sharded else (1, 1))
 
 
 @lru_cache(maxsize=512)
