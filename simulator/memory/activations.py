@@ -61,6 +61,7 @@ from ..errors import ConfigError
 from ..moe.router import is_moe_layer as moe_rule
 from ..schedules import schedule_of
 from ..shape.mla import qk_dim
+from ..shape.plan_shape import local_seq
 from .hot_expert import hot_rank_load
 
 BYTES_16 = 2.0  # bf16 / fp16 element
@@ -72,7 +73,7 @@ def _tokens(w: Workload) -> tuple[float, float, float]:
     """(local sequence s/cp, micro-batch b, replicated-part divisor: t with SP else 1)."""
     par = w.parallelism
     sp_div = par.tensor if par.sequence_parallel else 1
-    return w.model.seq_length / par.context, w.training.micro_batch_size, sp_div
+    return local_seq(w), w.training.micro_batch_size, sp_div
 
 
 def _gemm_input_bytes(w: Workload) -> float:

@@ -25,6 +25,7 @@ import numpy as np
 from ..config.workload import Workload
 from ..moe import rng_for
 from ..moe.batch import route_rows
+from ..shape.plan_shape import routed_tokens
 
 HOT_QUANTILE = 0.99  # percentile of the busiest rank's load over the router's draws
 HOT_DRAWS = 256  # router draws the percentile is taken over
@@ -38,8 +39,7 @@ def hot_rank_load(w: Workload) -> float:
     moe, p = w.model.moe, w.parallelism
     if moe is None or moe.capacity_factor is not None or moe.router_load == "uniform":
         return 1.0
-    per_rank = w.training.micro_batch_size * w.model.seq_length / p.context * p.etp / p.tensor
-    tokens = max(1, round(per_rank)) * p.expert
+    tokens = routed_tokens(w) * p.expert
     key = (moe.model_dump_json(), tokens, p.expert)
     if key not in _CACHE:
         if len(_CACHE) > 256:

@@ -33,7 +33,7 @@ from ..moe import is_moe_layer
 from ..schedules import schedule_of
 from ..shape.params import layer_params, stage_layer_indices, stage_tables
 from ..shape.partition import Partition
-from ..shape.plan_shape import PlanShape, plan_shape
+from ..shape.plan_shape import PlanShape, local_seq, plan_shape
 from .activations import BYTES_16, moe_load
 from .stage_activations import stage_activations
 from .states import FP8_BYTES, fp8_copy_bytes, grad_bytes, optimizer_bytes, weight_bytes
@@ -136,8 +136,7 @@ def comm_buffer_bytes(w: Workload, expert_load_factor: float | None = None) -> f
     ``s`` is the local sequence (``seq_length/cp``).
     """
     m, par = w.model, w.parallelism
-    s, b, h, t = m.seq_length / par.context, w.training.micro_batch_size, m.hidden_size, \
-        par.tensor
+    s, b, h, t = local_seq(w), w.training.micro_batch_size, m.hidden_size, par.tensor
     sp_div = t if par.sequence_parallel else 1
     total = 0.0
     if t > 1 and par.sequence_parallel:

@@ -21,10 +21,19 @@ from __future__ import annotations
 from .model_params import ModelParams, model_params
 from .params import StageParams, expert_data_parallel, layer_params, stage_params
 from .partition import Partition, parse_layout, partition_layers
-from .plan_shape import PlanShape, microbatch_runs, plan_shape, schedule_route, schedule_steps
+from .plan_shape import (
+    PlanShape,
+    local_seq,
+    microbatch_runs,
+    microbatch_tokens,
+    plan_shape,
+    routed_tokens,
+    schedule_route,
+    schedule_steps,
+)
 from .validate import check_plan
 
 __all__ = ["ModelParams", "Partition", "PlanShape", "StageParams", "check_plan",
-           "expert_data_parallel", "layer_params", "microbatch_runs", "model_params",
-           "parse_layout", "partition_layers", "plan_shape", "schedule_route",
-           "schedule_steps", "stage_params"]
+           "expert_data_parallel", "layer_params", "local_seq", "microbatch_runs",
+           "microbatch_tokens", "model_params", "parse_layout", "partition_layers",
+           "plan_shape", "routed_tokens", "schedule_route", "schedule_steps", "stage_params"]

@@ -87,12 +87,31 @@ def plan_shape(w: Workload, partition: Partition | None = None) -> PlanShape:
     return PlanShape(
         schedule=sched, route=schedule_route(sched, p, v), partition=part,
         params=tuple(stage_params(w, part, s) for s in range(p)),
-        local_seq=w.model.seq_length / par.context, expert_dp=edp,
+        local_seq=local_seq(w), expert_dp=edp,
         dense_shard=par.data * par.context // k if tr.optimizer_sharded else 1,
         expert_shard=max(1, edp // k) if tr.optimizer_sharded else 1,
         microbatches=m, chunks=sched.chunks(v),
         grad_shards=inner if tr.grads_sharded else (1, 1),
         param_shards=inner if tr.params_sharded else (1, 1))
+
+
+def local_seq(w: Workload) -> float:
+    """Tokens of one sequence on one CP rank, ``seq_length / context``."""
+    return w.model.seq_length / w.parallelism.context
+
+
+def microbatch_tokens(w: Workload) -> float:
+    """Tokens of one micro-batch on one CP rank, ``micro_batch_size * seq_length / context``
+    (each TP rank of it sees them all)."""
+    return w.training.micro_batch_size * w.model.seq_length / w.parallelism.context
+
+
+def routed_tokens(w: Workload, T: float | None = None) -> int:
+    """Tokens each EP rank routes per micro-batch and MoE layer, ``T * etp / tp`` of the
+    ``T`` (default :func:`microbatch_tokens`) through its GEMMs: with ETP < TP the TP
+    ranks split them (Megatron-Core parallel folding)."""
+    p = w.parallelism
+    return max(1, round((microbatch_tokens(w) if T is None else T) * p.etp / p.tensor))
 
 
 @lru_cache(maxsize=512)

@@ -68,8 +68,7 @@ from ..hardware import Topology
 from ..memory import estimate_memory
 from ..metrics.variability import Variability, expected_input, host_term
 from ..schedules import FusedStep, Route, Schedule, is_fused
-from ..workload.moe.layer import source_tokens
-from ..workload.ops import dims
+from ..shape.plan_shape import routed_tokens
 from ..workload.plan import build_plan
 from .candidates import RECOMPUTE, with_recompute
 
@@ -152,7 +151,7 @@ def draw_group(w: Workload) -> tuple:
     in one worker, they share its drawn tables and their costs. Dense: ``()``."""
     if w.model.moe is None:
         return ()
-    return source_tokens(w, dims(w).T) * w.parallelism.expert, w.num_microbatches
+    return routed_tokens(w) * w.parallelism.expert, w.num_microbatches
 
 
 def expected_lower_bound(inp: EngineInput, w: Workload, t: TopologyConfig) -> float:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from ..compute import BYTES
 from ..config.workload import Workload
 from ..shape import mla
+from ..shape.plan_shape import microbatch_tokens
 from . import fp8
 from .opcopy import derive
 
@@ -86,7 +87,7 @@ class Dims:
 def dims(w: Workload) -> Dims:
     m, p, tr = w.model, w.parallelism, w.training
     t, c = p.tensor, p.context
-    T = tr.micro_batch_size * m.seq_length / c
+    T = microbatch_tokens(w)
     sp = p.sequence_parallel and t > 1
     return Dims(b=tr.micro_batch_size, s=m.seq_length, T=T, Tn=T / t if sp else T,
                 h=m.hidden_size, a_t=m.num_attention_heads / t, g_t=max(1.0, m.groups / t),

@@ -44,19 +44,13 @@ from ...config.workload import Workload
 from ...hardware import Placement, Topology
 from ...moe import RouterLoads
 from ...moe.batch import LoadRows
+from ...shape.plan_shape import routed_tokens
 from ..cost import Phase
 from .costs import cost_slot
 from .dispatch import Dispatcher
 from .draws import DrawTable, draw_table
 from .host import BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes, launch_counts
 from .part import PART_FIELDS, MoEPart, part_fields
-
-
-def source_tokens(w: Workload, T: float) -> int:
-    """Tokens each EP rank routes per micro-batch and MoE layer, ``T * etp / tp`` of the
-    ``T`` through its GEMMs (with ETP < TP the TP ranks split them: parallel folding)."""
-    p = w.parallelism
-    return max(1, round(T * p.etp / p.tensor))
 
 
 class MoECost:
@@ -73,7 +67,7 @@ class MoECost:
         self.h = m.hidden_size
         self.ffn = m.moe.ffn_hidden_size or m.ffn
         self.glu = m.gated_linear_unit
-        self.tokens = source_tokens(w, T)
+        self.tokens = routed_tokens(w, T)
         self.fp8 = w.training.precision == "fp8"
         self.seed = w.training.seed
         self.base = base or (Phase(), Phase())
