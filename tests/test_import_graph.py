@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1] / "simulator"
 # bottom first
 LAYERS: list[set[str]] = [
     {"errors", "version"},
+    {"precision"},
     {"io", "optional"},
     {"config"},
     {"hardware", "moe", "schedules"},

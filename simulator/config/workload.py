@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ..errors import ConfigError
+from ..precision import NAMES, RECIPES, Precision, precision_of
 from .bounds import integer, real
 from .recompute import MODULES, Recompute, resolve_recompute
 from .schema import Field, Schema, check
@@ -198,7 +199,7 @@ class TrainingConfig(Schema):
     global_batch_size: Batch
     micro_batch_size: Tokens = 1
     recompute: Literal["none", "selective", "full"] = "none"
-    precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    precision: Literal[NAMES] = "bf16"  # simulator/precision.py: one entry per format
     distributed_optimizer: bool = True
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
@@ -234,7 +235,7 @@ class TrainingConfig(Schema):
     # group at every fp8_autocast exit, once per model chunk and micro-batch in the forward
     # and again in the backward (--tp-only-amax-red: over the TP x CP group only), which
     # makes those phases job-wide barriers (simulator/metrics/variability.py).
-    fp8_recipe: Literal["delayed", "tensorwise", "mxfp8", "blockwise"] = "delayed"
+    fp8_recipe: Literal[RECIPES] = "delayed"
     tp_only_amax_red: bool = False
     # Megatron's explicit recompute arguments; `recompute` above is their shorthand.
     recompute_granularity: Literal["selective", "full"] | None = None
@@ -294,7 +295,7 @@ class TrainingConfig(Schema):
             raise ConfigError("training.main_grads_dtype", "bf16",
                               "needs grad_reduce_in_fp32: false (Megatron: "
                               "--main-grads-dtype can only be fp32 with fp32 reduction)")
-        if self.fp8_param_gather and self.precision != "fp8":
+        if self.fp8_param_gather and not self.precision_type.scaled:
             raise ConfigError("training.fp8_param_gather", True, "needs precision: fp8")
         if self.cpu_offloading_num_layers and not self.cpu_offloading:
             raise ConfigError("training.cpu_offloading_num_layers",
@@ -348,6 +349,11 @@ class TrainingConfig(Schema):
             if bad:
                 raise ConfigError("training.recompute_modules", bad[0],
                                   f"must be among {', '.join(MODULES)}")
+
+    @property
+    def precision_type(self) -> Precision:
+        """The training precision as a type (:mod:`simulator.precision`)."""
+        return precision_of(self.precision)
 
     @property
     def recompute_plan(self) -> Recompute:

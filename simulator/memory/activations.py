@@ -78,7 +78,7 @@ def _tokens(w: Workload) -> tuple[float, float, float]:
 
 def _gemm_input_bytes(w: Workload) -> float:
     """Bytes per element of a saved GEMM input: 1 in FP8 (TE keeps the FP8 copy), else 2."""
-    return BYTES_FP8 if w.training.precision == "fp8" else BYTES_16
+    return w.training.precision_type.element_bytes
 
 
 def _mlp_bytes_per_token(w: Workload, ffn: int) -> float:
@@ -182,7 +182,7 @@ def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
     qd, kvd = m.num_attention_heads * m.head_dim, m.groups * m.head_dim
     # Q, K, V and the attention output (the output projection's input); in FP8 the
     # projection keeps its own 1-byte copy beside the attention's 16-bit one
-    proj_copy = BYTES_FP8 * qd if tr.precision == "fp8" else 0.0
+    proj_copy = tr.precision_type.element_bytes * qd if tr.precision_type.scaled else 0.0
     attention = s * b * (BYTES_16 * (qd + 2 * kvd + qd) + proj_copy) / t
     if m.multi_latent_attention:
         # MLA (workload/mla.py): Q and K of a*(qk+rope) and V of a*v per token (the up

@@ -162,7 +162,7 @@ def fsdp_unit_bytes(w: Workload, staged_params: float) -> float:
     tr = w.training
     per = 0.0
     if tr.params_sharded:
-        per += weight_bytes(tr) + (FP8_BYTES if tr.precision == "fp8"
+        per += weight_bytes(tr) + (FP8_BYTES if tr.precision_type.scaled
                                    and not tr.fp8_param_gather else 0.0)
     if tr.grads_sharded:
         per += grad_bytes(tr)

@@ -138,7 +138,7 @@ def kernel_peak(w: Workload, topo: Topology) -> float:
     """FLOP/s of the fastest tensor cores the simulated kernels use: the FP8 peak in an
     FP8 recipe, else the bf16 peak (fp16 GEMMs are timed at it; :mod:`simulator.compute`).
     HFU divides by it, so no kernel can be credited more than its hardware delivers."""
-    return topo.gpu.peak("fp8" if w.training.precision == "fp8" else "bf16")
+    return topo.gpu.peak(w.training.precision_type.kernel)
 
 
 def summarize(plan: Plan, run: EngineResult, memory) -> Result:

@@ -159,8 +159,9 @@ def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
     if x.ffn_t > 0:
         ops += mlp_forward(x)
     ops += [mem("residual", 3 * x.Tn * x.h * x.e)]
-    if w.training.precision == "fp8":
-        ops = fp8.with_casts(ops, w.num_microbatches, w.training.fp8_param_gather)
+    casts = w.training.precision_type.casts
+    if casts is not None:
+        ops = fp8.with_casts(ops, casts, w.num_microbatches, w.training.fp8_param_gather)
     return ops
 
 

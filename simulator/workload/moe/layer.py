@@ -68,7 +68,8 @@ class MoECost:
         self.ffn = m.moe.ffn_hidden_size or m.ffn
         self.glu = m.gated_linear_unit
         self.tokens = routed_tokens(w, T)
-        self.fp8 = w.training.precision == "fp8"
+        self.prec = w.training.precision_type
+        self.fp8 = self.prec.scaled  # quantises its inputs (casts, launches)
         self.seed = w.training.seed
         self.base = base or (Phase(), Phase())
         tr = w.training
@@ -190,7 +191,7 @@ class MoECost:
         element) under an FP8 recipe, and the activation.
         """
         gpu = self.topo.gpu
-        dtype = "fp8" if self.fp8 else "bf16"
+        dtype = self.prec.kernel
         n = kept.astype(float)
         f = self.ffn / self.etp
         shapes = [(n, f * (2 if self.glu else 1), self.h), (n, self.h, f)]
@@ -200,8 +201,8 @@ class MoECost:
             flops = 2.0 * mm * nn * kk
             eff = gemm_efficiency(np.maximum(mm, 1.0), nn, kk, gpu, dtype)
             total += flops / (gpu.peak(dtype) * eff) + gpu.kernel_overhead_s
-            if self.fp8:
-                total += mm * kk * 3.0 / bw + gpu.kernel_overhead_s
+            if self.prec.casts is not None:
+                total += mm * kk * self.prec.casts.expert_input / bw + gpu.kernel_overhead_s
         act = n * f * 2 * (3 if self.glu else 2) / bw
         return total + act
 
@@ -253,7 +254,7 @@ class MoECost:
         """Forward and backward seconds of each draw (module docs), numpy over the draws."""
         gpu = self.topo.gpu
         experts = self.expert_seconds(rows.kept_tokens, False).max(axis=-1)
-        d_f, c_f = self.dispatcher.times(rows, 1.0 if self.fp8 else 2.0, 2.0)
+        d_f, c_f = self.dispatcher.times(rows, self.prec.element_bytes, 2.0)
         d_b = c_b = c_f  # backward: both exchanges carry bf16 gradients
         router, permute = self._local()
         comp_f = experts + router + permute
