@@ -94,7 +94,8 @@ def stage_activations(w: Workload, partition: Partition, stage: int,
     if stage == 0:
         device += in_flight * embedding_activation_bytes(w)
     if stage == partition.num_stages - 1:
-        held = schedule_of(w.parallelism).outputs_held(w.num_microbatches)
+        par = w.parallelism
+        held = schedule_of(par).outputs_held(par.pipeline, w.num_microbatches, par.vp)
         device += held * output_activation_bytes(w)
         device += logits_transient_bytes(w)
     return StageActivations(device=device, host=in_flight * host)

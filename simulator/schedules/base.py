@@ -146,7 +146,7 @@ class Schedule:
         weight-gradient GEMMs and the output gradients)."""
         return 0.0
 
-    def outputs_held(self, m: int) -> int:
+    def outputs_held(self, p: int, m: int, v: int) -> int:
         """Micro-batches whose output-layer activations (the logits' inputs) the last stage
         holds at its peak: one, each backward right after its forward (GPipe: all ``m``)."""
         return 1
