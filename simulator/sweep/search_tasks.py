@@ -63,6 +63,7 @@ from itertools import pairwise
 
 from ..config import TopologyConfig, Workload
 from ..engine import EngineInput
+from ..engine.step_rule import duration, most_hidden
 from ..errors import ConfigError
 from ..hardware import Topology
 from ..memory import estimate_memory
@@ -124,9 +125,9 @@ def _round_trip(inp: EngineInput, route: Route, s: int, steps: list, b_only) -> 
     if i_f is None:
         return 0.0
     wgrad = inp.wgrad
-    middle = sum(float(inp.fwd[s, y.chunk, y.mb]) if y.phase == "F" else
-                 float(inp.bwd[s, y.chunk, y.mb]) if y.phase == "B" else
-                 float(wgrad[s, y.chunk, y.mb]) if wgrad is not None else 0.0
+    middle = sum(duration(y.phase, float(inp.fwd[s, y.chunk, y.mb]),
+                          float(inp.bwd[s, y.chunk, y.mb]),
+                          float(wgrad[s, y.chunk, y.mb]) if wgrad is not None else 0.0, False)
                  for y in steps[i_f + 1:k])
     copy, g = route.place[(s, x.chunk)]
     later = [route.holder[(copy, h)] for h in range(g + 1, route.chunks_per_copy)]
@@ -140,7 +141,7 @@ def _fused_hiding(inp: EngineInput, s: int, steps: list) -> float:
         return 0.0  # nothing to hide (dense): skip the walk over the steps
     if FusedStep not in set(map(type, steps)):
         return 0.0  # no F&B pair (all but DualPipe): a C-speed look instead of the walk
-    return sum(float(inp.fwd_ep[s, x.chunk, x.mb] + inp.bwd_ep[s, y.chunk, y.mb])
+    return sum(most_hidden(inp.fwd_ep[s, x.chunk, x.mb], inp.bwd_ep[s, y.chunk, y.mb])
                for x, y in pairwise(steps) if is_fused(x))
 
 
