@@ -17,7 +17,7 @@ import statistics
 import time
 
 from simulator.api import resolve, simulate_resolved
-from simulator.workload.moe_costs import clear_moe_caches
+from simulator.workload.moe.costs import clear_moe_caches
 
 PAIR = ("deepseek-v3", "llama3-405b")
 

@@ -44,7 +44,7 @@ from simulator.hardware import Topology
 from simulator.memory import estimate_memory
 from simulator.metrics import summarize
 from simulator.validation.cases import load_cases
-from simulator.workload.moe_costs import clear_moe_caches
+from simulator.workload.moe.costs import clear_moe_caches
 from simulator.workload.plan import build_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

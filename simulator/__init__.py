@@ -16,11 +16,10 @@ import sys
 import types
 from typing import Any
 
-__version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
-
 from .api import plan, simulate
 from .errors import ConfigError
 from .metrics import Result
+from .version import __version__
 
 __all__ = ["ConfigError", "Result", "TimeToTrain", "__version__", "plan", "search",
            "sensitivity", "simulate", "sweep", "time_to_train"]

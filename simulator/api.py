@@ -28,9 +28,9 @@ from .errors import ConfigError
 from .hardware import Topology
 from .memory import estimate_memory
 from .metrics import Result, summarize, with_expected_step
-from .reliability.variability import Variability, expected_step
+from .metrics.variability import Variability, expected_step
+from .shape.validate import check_plan
 from .workload.plan import Plan, build_plan
-from .workload.validate import check_plan
 
 Ref = str | Path | dict | Workload
 TopologyRef = str | Path | dict | TopologyConfig
@@ -78,7 +78,7 @@ def simulate_resolved(w: Workload, t: TopologyConfig, keep_records: bool = False
 
     The step is the *expected* step: the engine's replay with every phase at the expected
     pace of its slowest peer and the host noise of the job's nodes, from the topology's
-    ``reliability`` section (:func:`simulator.reliability.variability.expected_step`); a
+    ``reliability`` section (:func:`simulator.metrics.variability.expected_step`); a
     real step waits for its slowest GPU, and the compute constants are fitted to real
     steps on that basis. ``variability=False`` gives the ideal step (every GPU at its
     modelled speed); ``result.step_time_ideal_s`` holds it either way, and
@@ -90,7 +90,7 @@ def simulate_resolved(w: Workload, t: TopologyConfig, keep_records: bool = False
     topo = Topology.from_config(t)
     p = build_plan(w, topo, ops=keep_records)
     run = run_engine(p.engine_input, ListRecorder() if keep_records else NullRecorder())
-    mem = estimate_memory(w, topo, p.partition)
+    mem = estimate_memory(w, topo, p.shape)
     result = summarize(p, run, mem)
     if variability:
         v = Variability.of(w, t)

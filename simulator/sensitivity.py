@@ -72,7 +72,7 @@ def constants(t: TopologyConfig) -> list[tuple[str, float]]:
     return out
 
 
-# reliability fields the expected step reads (simulator.reliability.variability)
+# reliability fields the expected step reads (simulator.metrics.variability)
 VARIABILITY = ("jitter_sigma", "host_noise_s", "sync_noise_s", "slow_node_fraction",
                "slow_node_slowdown")
 

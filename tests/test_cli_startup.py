@@ -63,7 +63,7 @@ def test_cli_run_loads_neither_time_to_train_models_nor_difflib_nor_simpy():
              "assert main(['run', 'mixtral-8x7b', '-t', 'dgx-h100', '--format', 'json']) == 0\n"
              "print([m for m in ('simulator.reliability.run', 'simulator.reliability.failures',"
              " 'simulator.reliability.checkpoint', 'difflib', 'simpy') if m in sys.modules])\n"
-             "print('simulator.reliability.variability' in sys.modules)")
+             "print('simulator.metrics.variability' in sys.modules)")
     out = _stdout(probe)
     assert out.splitlines()[-2:] == ["[]", "True"]
 

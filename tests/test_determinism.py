@@ -2,7 +2,7 @@
 
 A different ``training.seed`` changes only the stochastic part of a run, the
 MoE router draws (seeded per (seed, layer, micro-batch) in
-:mod:`simulator.workload.moe_layer`); a dense model has none, so its result
+:mod:`simulator.workload.moe.layer`); a dense model has none, so its result
 does not depend on the seed at all.
 """
 

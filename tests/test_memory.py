@@ -20,7 +20,7 @@ from simulator.memory import (
     microbatches_in_flight,
     stage_params,
 )
-from simulator.workload.partition import partition_layers
+from simulator.shape.partition import partition_layers
 
 S, B, H, A, T = 2048, 1, 12288, 96, 8
 SBH = S * B * H  # 25,165,824; 5*a*s/h = 80, 5*a*s/(h*t) = 10

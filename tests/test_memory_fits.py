@@ -15,7 +15,7 @@ from simulator.memory import estimate_memory, stage_params
 from simulator.memory.activations import logits_transient_bytes
 from simulator.validation.cases import STEP_CATEGORIES, load_cases
 from simulator.validation.predict import predict
-from simulator.workload.partition import partition_layers
+from simulator.shape.partition import partition_layers
 
 RECIPE_KEYS = {"grads", "optimizer", "dropout", "fp8_params", "recompute", "micro_batch_size"}
 

@@ -13,7 +13,7 @@ from simulator.errors import ConfigError
 from simulator.hardware import Topology
 from simulator.memory import activation_bytes_per_layer, estimate_memory, stage_params
 from simulator.sweep.tasks import simulate_task
-from simulator.workload.partition import parse_layout, partition_layers
+from simulator.shape.partition import parse_layout, partition_layers
 
 TP1 = {"parallelism.tensor": 1, "parallelism.data": 8, "parallelism.sequence_parallel": False}
 

@@ -21,8 +21,8 @@ from simulator.hardware import Topology
 from simulator.moe import alltoall_bytes, rng_for, route
 from simulator.workload.chunk_cost import ChunkCoster
 from simulator.workload.layout import group_layout
-from simulator.workload.model_params import model_params
-from simulator.workload.moe_host import BACKWARD_FACTOR
+from simulator.shape.model_params import model_params
+from simulator.workload.moe.host import BACKWARD_FACTOR
 
 H100 = Topology.from_config(load_topology("dgx-h100"))
 

@@ -10,7 +10,7 @@ from simulator.api import resolve
 from simulator.compute import gemm_time
 from simulator.hardware import Topology
 from simulator.workload.layout import group_layout
-from simulator.workload.moe_layer import MoECost
+from simulator.workload.moe.layer import MoECost
 
 SMALL = {"parallelism.pipeline": 1, "parallelism.data": 8, "parallelism.tensor": 1,
          "parallelism.expert": 8, "parallelism.expert_tensor": 1,

@@ -15,7 +15,7 @@ from simulator.config.loader import read_document
 from simulator.engine import run_engine
 from simulator.reliability.failures import daly_interval, expected_wall, young_interval
 from simulator.reliability.run import MC_FIELDS
-from simulator.reliability.variability import (
+from simulator.metrics.variability import (
     Variability,
     expected_max_lognormal,
     expected_step,

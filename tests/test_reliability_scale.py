@@ -4,9 +4,9 @@ Each group of validation/dense_step_time*.yaml that runs one model and plan at s
 counts with fixed work per GPU is a *scale group*; so is each group of validation/scaling/
 (later dgxc-benchmarking releases, kept out of the step-time validation). The measured step
 grows by 0 to +10 % from the smallest to the largest scale. Constants are fitted
-leave-one-group-out (simulator.reliability.scale_fit) and each group's held-out growth must
+leave-one-group-out (simulator.validation.scale_fit) and each group's held-out growth must
 be within 2 percentage points, except the groups listed in OUTSIDE with the reason.
-simulator.reliability.scale_probe tests candidate missing effects against the same groups
+simulator.validation.scale_probe tests candidate missing effects against the same groups
 (reports/time_to_train.md).
 """
 
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from simulator.config import load_topology
-from simulator.reliability.scale_fit import (
+from simulator.validation.scale_fit import (
     Replicate,
     fit,
     outside_by_noise,
@@ -28,9 +28,9 @@ from simulator.reliability.scale_fit import (
     scale_groups,
     within,
 )
-from simulator.reliability.scale_fit import main as scale_fit_main
-from simulator.reliability.scale_probe import end_features, outside, run_all
-from simulator.reliability.variability import expected_step
+from simulator.validation.scale_fit import main as scale_fit_main
+from simulator.validation.scale_probe import end_features, outside, run_all
+from simulator.metrics.variability import expected_step
 
 TOLERANCE_PP = 2.0
 # Groups no shared constant reproduces within 2 pp held out. Two FP8 series of the 24.11

@@ -2,7 +2,7 @@
 
 validation/step_spread/dgxc_examples.yaml holds two GB200 jobs whose mean and standard
 deviation over 34 steps dgxc-benchmarking prints. The variability constants were fitted on
-the growth of the mean step with scale only (simulator.reliability.scale_fit), so the spread
+the growth of the mean step with scale only (simulator.validation.scale_fit), so the spread
 is a prediction; it must be of the measured order (within a factor of 2: the published sd
 itself carries a ~12 % standard error over 34 steps, and the model's host and barrier noise
 terms were identified only through the mean).
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.reliability.step_spread import render, spreads
+from simulator.validation.step_spread import render, spreads
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 from simulator.api import resolve, simulate_resolved
 from simulator.engine import EngineInput, ListRecorder, NullRecorder, ScheduleDeadlock, run_engine
 from simulator.schedules import SCHEDULES, Schedule, Step
-from simulator.workload.shape import plan_shape
+from simulator.shape.plan_shape import plan_shape
 
 
 def _inp(name, p, m, v=1):

@@ -19,8 +19,8 @@ from simulator.hardware import Topology
 from simulator.sweep import search
 from simulator.sweep.candidates import resolve_shapes, shapes, with_recompute
 from simulator.sweep.search_tasks import fit_and_bound
-from simulator.workload import moe_draws
-from simulator.workload.moe_draws import ByteLRU, draw_table
+from simulator.workload.moe import draws as moe_draws
+from simulator.workload.moe.draws import ByteLRU, draw_table
 from simulator.workload.plan import build_plan
 
 # Mixtral 8x7B's MoE block (8 experts, top-2, skewed router, aux loss) on a small body

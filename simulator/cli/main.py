@@ -20,7 +20,7 @@ import argparse
 import importlib
 import sys
 
-from .. import __version__
+from ..version import __version__
 from ..errors import ConfigError
 
 # name -> (module, one-line help). Keep the help equal to the module's HELP.

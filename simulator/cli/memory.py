@@ -32,9 +32,10 @@ _SHORT = {"parameters": "params", "fp8_weight_copies": "fp8cpy", "gradients": "g
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p)
     add_format_argument(p, ("table", "json"))
-    p.add_argument("--expert-load-factor", type=float, default=1.0, metavar="X",
+    p.add_argument("--expert-load-factor", type=float, default=None, metavar="X",
                    help="MoE: routed tokens on the busiest EP rank over the uniform share "
-                        "(default 1.0)")
+                        "(default: the capacity factor, else the dropless hot rank's 99th "
+                        "percentile over the router's draws; 1.0 if uniform)")
 
 
 def run(args: argparse.Namespace) -> int:

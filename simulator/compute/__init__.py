@@ -11,6 +11,7 @@ Extension point: a new kernel family is one function ``(shape..., gpu, dtype)
 from __future__ import annotations
 
 from ..hardware import GPU
+from ..precision import precision_of
 
 BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
 
@@ -24,7 +25,7 @@ def gemm_efficiency(m: float, n: float, k: float, gpu: GPU, dtype: str) -> float
     performance guide). ``eff_max`` is the large-GEMM efficiency measured on
     the GPU (topology ``gemm_efficiency``, with source).
     """
-    eff_max = gpu.fp8_gemm_efficiency if dtype == "fp8" else gpu.gemm_efficiency
+    eff_max = getattr(gpu, precision_of(dtype).efficiency)
     half = gpu.gemm_half_dim
     shape = 1.0
     for d in (m, n, k):
@@ -35,13 +36,13 @@ def gemm_efficiency(m: float, n: float, k: float, gpu: GPU, dtype: str) -> float
 def gemm_time(m: float, n: float, k: float, gpu: GPU, dtype: str, batch: float = 1) -> float:
     """Seconds for ``batch`` GEMMs of ``2*m*n*k`` FLOPs each at the shape's efficiency.
 
-    FP8 GEMMs run at the FP8 peak (Transformer Engine delayed scaling); other
-    precisions at the bf16/fp16 peak.
+    Timed at the precision's kernel peak (:mod:`simulator.precision`): FP8 GEMMs at the
+    FP8 peak (Transformer Engine), 16-bit ones at the bf16 peak.
     """
     if m <= 0 or n <= 0 or k <= 0:
         return 0.0
     flops = 2.0 * m * n * k * batch
-    peak = gpu.peak("fp8" if dtype == "fp8" else "bf16")
+    peak = gpu.peak(precision_of(dtype).kernel)
     return flops / (peak * gemm_efficiency(m, n, k, gpu, dtype)) + gpu.kernel_overhead_s
 
 

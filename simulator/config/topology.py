@@ -55,7 +55,7 @@ class GPUConfig(Schema):
     memory_bandwidth_efficiency: Fraction = 0.85
     kernel_overhead_us: Amount = 4.0  # launch + tail per kernel
     # CPU time to issue one kernel from the training framework (PyTorch eager + Megatron
-    # Python) on the node CPU; bounds steps whose kernels are short (workload/moe_host.py).
+    # Python) on the node CPU; bounds steps whose kernels are short (workload/moe/host.py).
     host_launch_us: Amount = 0.0
     # Bytes the framework holds outside the model's tensors: CUDA context, NCCL
     # communicator buffers, cuBLAS/TE workspaces, caching-allocator fragmentation.
@@ -97,7 +97,7 @@ Share = Unit
 class ReliabilityConfig(Schema):
     """Variability inside a step and failures over a run (all zero: an ideal cluster).
 
-    Variability (:mod:`simulator.reliability.variability`): every GPU's phase time is the
+    Variability (:mod:`simulator.metrics.variability`): every GPU's phase time is the
     ideal one times a log-normal factor ``exp(jitter_sigma * Z)``; a fraction
     ``slow_node_fraction`` of nodes is persistently ``slow_node_slowdown`` slower; every node
     adds an exponential host / synchronisation delay of mean ``host_noise_s`` per step, and the

@@ -24,7 +24,7 @@ accepted here would start there:
   tokens per micro-batch are bounded.
 
 Rules that need the plan's layout (the layer split, parameters per GPU, the
-schedule's own rules) live in :mod:`simulator.workload.validate`, whose
+schedule's own rules) live in :mod:`simulator.shape.validate`, whose
 ``check_plan`` runs :func:`check_config` first: config knows nothing of
 workload, so the dependency runs one way.
 """
@@ -68,10 +68,11 @@ def _check_domain(w: Workload, topo: TopologyConfig) -> None:
         raise ConfigError("parallelism.tensor", p.tensor,
                           f"the TP group must sit inside one {domain.name} domain of "
                           f"{domain.size} GPUs: tensor must divide {domain.size}")
-    if w.training.precision == "fp8" and topo.gpu.peak_tflops.fp8 is None:
-        raise ConfigError("training.precision", "fp8",
-                          f"{topo.gpu.name} has no fp8 tensor cores (gpu.peak_tflops.fp8 "
-                          "is not set); use bf16 or fp16")
+    prec = w.training.precision_type
+    if getattr(topo.gpu.peak_tflops, prec.kernel, None) is None:
+        raise ConfigError("training.precision", prec.name,
+                          f"{topo.gpu.name} has no {prec.kernel} tensor cores "
+                          f"(gpu.peak_tflops.{prec.kernel} is not set); use bf16 or fp16")
 
 
 def _check_tensor(w: Workload) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ..errors import ConfigError
+from ..precision import NAMES, RECIPES, Precision, precision_of
 from .bounds import integer, real
 from .recompute import MODULES, Recompute, resolve_recompute
 from .schema import Field, Schema, check
@@ -100,7 +101,7 @@ class ModelConfig(Schema):
     hidden_dropout: Dropout = 0.1  # Megatron default; Llama: 0
     attention_dropout: Dropout = 0.1  # Megatron default; Llama: 0
     moe: MoEConfig | None = None
-    # Multi-latent attention (DeepSeek-V2/V3), Megatron-Core names; see workload/mla.py.
+    # Multi-latent attention (DeepSeek-V2/V3), Megatron-Core names; see shape/mla.py.
     multi_latent_attention: bool = False
     q_lora_rank: Width | None = None  # None: no query compression
     kv_lora_rank: Width | None = None
@@ -155,7 +156,7 @@ class ParallelConfig(Schema):
     microbatch_group_size_per_vp_stage: PositiveInt | None = None
     sequence_parallel: bool = False
     # Any schedule registered in simulator.schedules (one file each); checked, with the
-    # schedule's own rules (virtual_pipeline, micro-batch count), by workload.validate.
+    # schedule's own rules (virtual_pipeline, micro-batch count), by shape.validate.
     pipeline_schedule: str = "1f1b"
     decoder_first_pipeline_num_layers: PositiveInt | None = None
     decoder_last_pipeline_num_layers: PositiveInt | None = None
@@ -198,7 +199,7 @@ class TrainingConfig(Schema):
     global_batch_size: Batch
     micro_batch_size: Tokens = 1
     recompute: Literal["none", "selective", "full"] = "none"
-    precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    precision: Literal[NAMES] = "bf16"  # simulator/precision.py: one entry per format
     distributed_optimizer: bool = True
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
@@ -211,7 +212,7 @@ class TrainingConfig(Schema):
     grad_reduce_in_fp32: bool = True
     use_flash_attn: bool = True
     # Megatron-Core --cuda-graph-impl / --cuda-graph-scope: graphed parts of a layer launch
-    # as one graph instead of kernel by kernel (simulator/workload/moe_host.py);
+    # as one graph instead of kernel by kernel (simulator/workload/moe/host.py);
     # "full_iteration" graphs the whole step (needs sync-free dropless MoE: Megatron's
     # paged stash / padded experts).
     cuda_graph_impl: Literal["none", "local", "transformer_engine", "full_iteration"] = "none"
@@ -233,8 +234,8 @@ class TrainingConfig(Schema):
     # decides the synchronisation: "delayed" all-reduces the amaxes over the TP x DP x CP
     # group at every fp8_autocast exit, once per model chunk and micro-batch in the forward
     # and again in the backward (--tp-only-amax-red: over the TP x CP group only), which
-    # makes those phases job-wide barriers (simulator/reliability/variability.py).
-    fp8_recipe: Literal["delayed", "tensorwise", "mxfp8", "blockwise"] = "delayed"
+    # makes those phases job-wide barriers (simulator/metrics/variability.py).
+    fp8_recipe: Literal[RECIPES] = "delayed"
     tp_only_amax_red: bool = False
     # Megatron's explicit recompute arguments; `recompute` above is their shorthand.
     recompute_granularity: Literal["selective", "full"] | None = None
@@ -294,7 +295,7 @@ class TrainingConfig(Schema):
             raise ConfigError("training.main_grads_dtype", "bf16",
                               "needs grad_reduce_in_fp32: false (Megatron: "
                               "--main-grads-dtype can only be fp32 with fp32 reduction)")
-        if self.fp8_param_gather and self.precision != "fp8":
+        if self.fp8_param_gather and not self.precision_type.scaled:
             raise ConfigError("training.fp8_param_gather", True, "needs precision: fp8")
         if self.cpu_offloading_num_layers and not self.cpu_offloading:
             raise ConfigError("training.cpu_offloading_num_layers",
@@ -348,6 +349,11 @@ class TrainingConfig(Schema):
             if bad:
                 raise ConfigError("training.recompute_modules", bad[0],
                                   f"must be among {', '.join(MODULES)}")
+
+    @property
+    def precision_type(self) -> Precision:
+        """The training precision as a type (:mod:`simulator.precision`)."""
+        return precision_of(self.precision)
 
     @property
     def recompute_plan(self) -> Recompute:
@@ -426,7 +432,7 @@ class Workload(Schema):
                               f"must divide parallelism.data x context ({dp_cp}; "
                               "Megatron-Core: the DP x CP ranks split into equal instances)")
         if self.model.moe is not None:
-            # expert-DP (Megatron-Core parallel folding, workload/params.py); a plan whose
+            # expert-DP (Megatron-Core parallel folding, shape/params.py); a plan whose
             # EP x ETP does not divide DP x CP x TP is refused there, with its own message
             edp = max(1, dp_cp * par.tensor // (par.expert * par.etp))
             if edp % k:

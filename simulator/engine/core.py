@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..schedules import Route, Schedule, Step, is_fused
+from . import step_rule as rule
 from .records import ListRecorder, NullRecorder, Record, Recorder
 from .replay import replay
 from .tail import StageStats, dp_tail
@@ -97,40 +98,32 @@ class _Sim:
             arrival.succeed()
             return
         now = self.env.now
-        start = max(now, self.link_free[s])
-        end = start + float(self.inp.p2p[s])
+        start, end, _ = rule.send(now, self.link_free[s], float(self.inp.p2p[s]))
         self.link_free[s] = end
         self.rec.add(Record(s, "pp", "send_" + st.phase, start, end, st.mb, st.chunk,
                             self.inp.p2p_bytes, dst[0], dst[1]))
         self.env.timeout(end - now).callbacks.append(lambda _ev, a=arrival: a.succeed())
 
     def duration(self, s: int, st: Step, split: set) -> float:
-        inp = self.inp
-        if st.phase == "F":
-            return float(inp.fwd[s, st.chunk, st.mb])
-        w = float(inp.wgrad[s, st.chunk, st.mb]) if inp.wgrad is not None else 0.0
-        if st.phase == "W":
-            return w
-        return float(inp.bwd[s, st.chunk, st.mb]) - (w if (st.mb, st.chunk) in split else 0.0)
+        """:func:`.step_rule.duration` of ``st`` on stage ``s``."""
+        inp, at = self.inp, (s, st.chunk, st.mb)
+        w = float(inp.wgrad[at]) if inp.wgrad is not None else 0.0
+        return rule.duration(st.phase, float(inp.fwd[at]), float(inp.bwd[at]), w,
+                             rule.is_split(st, split))
 
     def fused_slot(self, s: int, f: Step, b: Step, df: float, db: float) -> float:
-        """F&B: each phase's exposed EP all-to-all hides under the other's compute; the
-        hidden time still costs ``overlap_slowdown`` of itself (SMs taken by the comm)."""
+        """:func:`.step_rule.fused_slot` of the F&B pair ``(f, b)`` on stage ``s``."""
         inp = self.inp
         if inp.fwd_ep is None or inp.bwd_ep is None:
-            return df + db
-        ef, eb = float(inp.fwd_ep[s, f.chunk, f.mb]), float(inp.bwd_ep[s, b.chunk, b.mb])
-        hidden = min(ef, db - eb) + min(eb, df - ef)
-        return df + db - hidden * (1.0 - inp.overlap_slowdown)
+            return rule.fused_slot(df, db, None, None, inp.overlap_slowdown)
+        return rule.fused_slot(df, db, float(inp.fwd_ep[s, f.chunk, f.mb]),
+                               float(inp.bwd_ep[s, b.chunk, b.mb]), inp.overlap_slowdown)
 
     def stage(self, s: int):
         env, inp, st_ = self.env, self.inp, self.stats[s]
         steps = inp.schedule[s]
-        split = {(x.mb, x.chunk) for x in steps if x.phase == "W"}
-        grad_done = {}  # chunk -> index of the step that completes its weight gradients:
-        for i, x in enumerate(steps):  # its last W or unsplit B (DualPipe mixes both)
-            if x.phase == "W" or (x.phase == "B" and (x.mb, x.chunk) not in split):
-                grad_done[x.chunk] = i
+        split = rule.split_pairs(steps)
+        grad_done = rule.grad_done(steps, split)
         seen_b = False
         i = 0
         while i < len(steps):
@@ -150,16 +143,15 @@ class _Sim:
             start = env.now
             if st_.first_start < 0:
                 st_.first_start = start
+            parts = rule.shares(slot, durs)
             t = start
-            for k, (x, d) in enumerate(zip(group, durs, strict=True)):
-                share = slot * d / sum(durs) if len(group) == 2 and sum(durs) > 0 else d
+            for k, (x, share) in enumerate(zip(group, parts, strict=True)):
                 if grad_done.get(x.chunk) == i + k and inp.overlap_grad_reduce:
                     self.release(s, x.chunk, t, share)
                 t += share
             yield env.timeout(slot)
             t = start
-            for x, d in zip(group, durs, strict=True):
-                share = slot * d / sum(durs) if len(group) == 2 and sum(durs) > 0 else d
+            for x, share in zip(group, parts, strict=True):
                 self.rec.add(Record(s, "compute", x.phase, t, t + share, x.mb, x.chunk,
                                     fused=len(group) == 2))
                 t += share

@@ -21,7 +21,9 @@ per input. And the stages are not run as a work list: the order in which the wor
 would run their steps depends on the schedule only (:mod:`.order`), so the replay is one
 loop over that order, every input produced before it is read.
 
-Every float comes from the same operations as in :mod:`.replay` (and so as in SimPy):
+The durations are :mod:`.step_rule`'s (:func:`.replay._durations`), and the send its
+:func:`~.step_rule.send` written out in the loop. Every float comes from the same
+operations as in :mod:`.replay` (and so as in SimPy):
 the results are identical, not merely close (``tests/test_engine_lean.py`` compares
 every statistic on dense, MoE, interleaved and zero-bubble plans).
 """
@@ -94,7 +96,7 @@ def replay(sim: Any, facts: list[Facts], durs: list[list[float]]) -> bool:
             now, link, pp_wait, p2p = clock[s], links[s], waits[s], p2ps[s]
             continue
         now += d
-        if k >= 0:  # over the link
+        if k >= 0:  # over the link: step_rule.send, inlined in this loop (same floats)
             produced[k] = now
             t0 = now if now > link else link
             link = t0 + p2p

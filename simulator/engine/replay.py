@@ -11,11 +11,10 @@ loop. This module walks the stages with a work list: a stage runs until it
 needs an input that has not been produced yet, registers itself as that
 input's waiter, and is resumed when the producer sends it.
 
-Identical to :meth:`simulator.engine.core._Sim.stage` float for float: the
-clock after a wait is ``max(now, arrival)``; a transfer's arrival is
-``now + (end - now)`` (SimPy's ``timeout(end - now)``); a phase ends at
-``start + slot`` (``timeout(slot)``); fused pairs, W splits, gradient-bucket
-releases and the statistics follow the same expressions in the same order
+Identical to :meth:`simulator.engine.core._Sim.stage` float for float: both take a
+step's duration, W split, F&B slot and send from :mod:`.step_rule`; the clock after a
+wait is ``max(now, arrival)``; a phase ends at ``start + slot`` (``timeout(slot)``);
+gradient-bucket releases and the statistics follow the same expressions in the same order
 (``tests/test_engine_replay.py`` compares every field on every schedule).
 What differs is only the *order* of the records: per stage, not by time, so
 the engine uses this path when the caller discards records
@@ -35,6 +34,7 @@ import numpy as np
 
 from ..schedules import is_fused
 from . import lean
+from . import step_rule as rule
 from .periodic import fold
 from .records import NullRecorder, Record, SpanRecorder
 
@@ -175,7 +175,7 @@ class _Stage:
                 dkey, local, k = out
                 if local:
                     arrive[k] = (now, now)
-                else:
+                else:  # step_rule.send, inlined in this loop (same floats)
                     t0 = now if now > link else link
                     link = t0 + p2p
                     if count_only:
@@ -202,7 +202,8 @@ class _Stage:
                 sim.release(s, c, now, 0.0)
 
     def _pair(self, sim, i, now, seen_b, arrive, waiters, runnable):
-        """An F&B pair as one slot (as core._Sim.stage); None if an input is absent."""
+        """An F&B pair as one slot (:func:`.step_rule.fused_slot`, its shares); None if an
+        input is absent."""
         s, st_, inp, data = self.s, sim.stats[self.s], sim.inp, self.data
         group = self.steps[i:i + 2]
         keys = self.wait[i:i + 2]
@@ -218,12 +219,11 @@ class _Stage:
         durs = [self.dur[i], self.dur[i + 1]]
         slot = _fused_slot(s, group[0], group[1], durs[0], durs[1], data.ep,
                            inp.overlap_slowdown)
-        total = sum(durs)
-        st_.fb_saved += total - slot
+        st_.fb_saved += sum(durs) - slot
         start = now
         if st_.first_start < 0:
             st_.first_start = start
-        shares = [slot * d / total if total > 0 else d for d in durs]
+        shares = rule.shares(slot, durs)
         t = start
         for k, share in enumerate(shares):
             if self.rel[i + k] >= 0:
@@ -253,7 +253,7 @@ _MAX_STRUCTURES = 4096  # stages' worth; cleared when full
 def _structure(steps, route, s: int, overlap_grad: bool, shape: tuple) -> tuple:
     """(phases, split, fused, wait, rel, dst, index, facts) of stage s: what depends on the
     order and the route only, not on times (``facts``: :class:`.lean.Facts`, None with a
-    fused pair). Shared step lists (tuples from ``workload.shape.schedule_steps``, one
+    fused pair). Shared step lists (tuples from ``shape.schedule_steps``, one
     route per size) are compiled once; the cache keeps the objects it was keyed on, so an
     ``id`` cannot be reused while its entry lives."""
     if not isinstance(steps, tuple):
@@ -283,9 +283,8 @@ def _compile(steps, route, s: int, overlap_grad: bool, shape: tuple) -> tuple:
     micro-batch), so the loop over the steps calls no function."""
     p, n, _ = shape
     per_mb = n * p
-    split = {(x[1], x[2]) for x in steps if x[0] == "W"}
+    split = rule.split_pairs(steps)
     phases, wait, dst = [], [], []
-    grad_done: dict[int, int] = {}
     table: dict[tuple[str, int], tuple] = {}  # (phase, chunk) -> _hop
     for i, x in enumerate(steps):
         ph, mb, c = x
@@ -297,16 +296,14 @@ def _compile(steps, route, s: int, overlap_grad: bool, shape: tuple) -> tuple:
         phases.append(ph)
         wait.append(None if wait0 is None else wait0 + off)
         dst.append(None if d is None else ((ph, mb, d[1], d[0]), d[0] == s, dst0 + off))
-        if ph == "W" or (ph == "B" and (mb, c) not in split):  # as core._Sim.stage: the
-            grad_done[c] = i  # step completing chunk c's weight gradients
     rel = [-1] * len(steps)
-    if overlap_grad:
-        for c, i in grad_done.items():
+    if overlap_grad:  # the step completing a chunk's weight gradients releases its buckets
+        for c, i in rule.grad_done(steps, split).items():
             rel[i] = c
     index = (np.array([_CODE[ph] for ph in phases], dtype=np.int8),
              np.fromiter(map(_CHUNK, steps), dtype=np.intp, count=len(steps)),
              np.fromiter(map(_MB, steps), dtype=np.intp, count=len(steps)),
-             np.array([x[0] == "B" and (x[1], x[2]) in split for x in steps], dtype=bool))
+             np.array([rule.is_split(x, split) for x in steps], dtype=bool))
     fused = list(map(is_fused, steps))
     facts = None if any(fused) else lean.compile_facts(phases, wait, rel, dst)
     return phases, split, fused, wait, rel, dst, index, facts
@@ -322,37 +319,31 @@ def _hop(route, s: int, x, shape: tuple) -> tuple:
 
 
 def _durations(s: int, index: tuple, inp: Any) -> list[float]:
-    """Each step's seconds, as :meth:`~.core._Sim.duration` (the same float64 operations:
-    F ``fwd``, W ``wgrad``, B ``bwd - wgrad`` if a W splits it else ``bwd - 0``), gathered
-    with the compiled (phase, chunk, micro-batch) indices."""
+    """Each step's seconds (:func:`.step_rule.durations`), gathered with the compiled
+    (phase, chunk, micro-batch) indices."""
     code, c, mb, cut = index
-    f, b = inp.fwd[s][c, mb], inp.bwd[s][c, mb]
     w = inp.wgrad[s][c, mb] if inp.wgrad is not None else np.zeros(len(code))
-    b = b - np.where(cut, w, 0.0)
-    return np.where(code == 0, f, np.where(code == 2, w, b)).tolist()
+    return rule.durations(code, inp.fwd[s][c, mb], inp.bwd[s][c, mb], w, cut).tolist()
 
 
 def _fused_slot(s, f, b, df, db, ep, slowdown) -> float:
-    """As :meth:`~.core._Sim.fused_slot`."""
+    """:func:`.step_rule.fused_slot` with the EP times from the replay's lists."""
     if ep is None:
-        return df + db
-    ef, eb = ep[0][s][f[2]][f[1]], ep[1][s][b[2]][b[1]]
-    hidden = min(ef, db - eb) + min(eb, df - ef)
-    return df + db - hidden * (1.0 - slowdown)
+        return rule.fused_slot(df, db, None, None, slowdown)
+    return rule.fused_slot(df, db, ep[0][s][f[2]][f[1]], ep[1][s][b[2]][b[1]], slowdown)
 
 
 def _send(sim, s, x, out, now, p2p, arrive, waiters, runnable) -> None:
-    """As :meth:`~.core._Sim.send`: local hand-over at once, else the FIFO link."""
+    """:func:`.step_rule.send`: local hand-over at once, else the FIFO link."""
     key, local, k = out
     if local:
         arrive[k] = (now, now)
     else:
-        start = max(now, sim.link_free[s])
-        end = start + p2p[s]
+        start, end, at = rule.send(now, sim.link_free[s], p2p[s])
         sim.link_free[s] = end
         sim.rec.add(Record(s, "pp", "send_" + x[0], start, end, x[1], x[2],
                            sim.inp.p2p_bytes, key[3], key[2]))
-        arrive[k] = (now + (end - now), now)
+        arrive[k] = (at, now)
     waiter = waiters[k]
     if waiter >= 0:
         waiters[k] = -1

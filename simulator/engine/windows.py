@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from . import step_rule as rule
+
 MIN_WINDOWS = 16  # fewer periodic windows than this: not worth folding
 _MAX_PERIOD = 512  # steps searched for the next copy of the middle step
 _SHAPES: dict[tuple, tuple] = {}
@@ -103,9 +105,9 @@ def _copies(steps: tuple, P: int, d: int) -> np.ndarray:
     types = list(map(type, steps))
     same = np.fromiter(map(operator.eq, kind[P:], kind), dtype=bool, count=n)
     same &= np.fromiter(map(operator.is_, types[P:], types), dtype=bool, count=n)
-    split = {(x[1], x[2]) for x in steps if x[0] == "W"}
+    split = rule.split_pairs(steps)
     if split:
-        cut = np.array([x[0] == "B" and (x[1], x[2]) in split for x in steps])
+        cut = np.array([rule.is_split(x, split) for x in steps])
         same &= cut[P:] == cut[:-P]
     return same & (mb[P:] - mb[:-P] == d)
 

@@ -6,7 +6,7 @@ Korthikanti et al. 2022 (Table 2) are exposed as pure functions; the general
 model the simulator uses is :func:`activation_bytes_per_layer`.
 """
 
-from ..workload.params import StageParams, layer_params, stage_params
+from ..shape.params import StageParams, layer_params, stage_params
 from .activations import activation_bytes_per_layer, is_moe_layer, microbatches_in_flight
 from .korthikanti import (
                           korthikanti_full_recompute,

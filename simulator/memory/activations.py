@@ -29,7 +29,8 @@ local token), an optional shared expert (dense-MLP accounting) and routed
 experts. Each local token goes to ``topk`` experts; the busiest EP rank gets
 ``load`` times the uniform share, where ``load`` is the capacity factor when
 one is set (drop-and-pad: buffers are sized to capacity) and otherwise the
-caller's ``expert_load_factor`` (1.0 = uniform). Per GPU the routed tokens
+caller's ``expert_load_factor`` (1.0 = uniform; the memory report's default is
+the dropless hot rank's load, :mod:`.hot_expert`). Per GPU the routed tokens
 cost ``s*b*topk*load/t * (act(f_e) + (g + 2)*h*etp)`` bytes: the expert
 activation (``4`` or ``6`` bytes per ffn unit, as above) plus the dispatched
 input (the experts' FC1 input, ``g`` bytes per element: 2, or 1 in FP8 as for
@@ -59,7 +60,9 @@ from ..config.workload import Workload
 from ..errors import ConfigError
 from ..moe.router import is_moe_layer as moe_rule
 from ..schedules import schedule_of
-from ..workload.mla import qk_dim
+from ..shape.mla import qk_dim
+from ..shape.plan_shape import local_seq
+from .hot_expert import hot_rank_load
 
 BYTES_16 = 2.0  # bf16 / fp16 element
 BYTES_FP8 = 1.0
@@ -70,12 +73,12 @@ def _tokens(w: Workload) -> tuple[float, float, float]:
     """(local sequence s/cp, micro-batch b, replicated-part divisor: t with SP else 1)."""
     par = w.parallelism
     sp_div = par.tensor if par.sequence_parallel else 1
-    return w.model.seq_length / par.context, w.training.micro_batch_size, sp_div
+    return local_seq(w), w.training.micro_batch_size, sp_div
 
 
 def _gemm_input_bytes(w: Workload) -> float:
     """Bytes per element of a saved GEMM input: 1 in FP8 (TE keeps the FP8 copy), else 2."""
-    return BYTES_FP8 if w.training.precision == "fp8" else BYTES_16
+    return w.training.precision_type.element_bytes
 
 
 def _mlp_bytes_per_token(w: Workload, ffn: int) -> float:
@@ -86,13 +89,17 @@ def _mlp_bytes_per_token(w: Workload, ffn: int) -> float:
     return fc1_out + _gemm_input_bytes(w) * ffn
 
 
-def moe_load(w: Workload, expert_load_factor: float = 1.0) -> float:
-    """Routed tokens on the busiest EP rank over the uniform share (capacity factor if set)."""
-    if not expert_load_factor > 0:
-        raise ConfigError("expert_load_factor", expert_load_factor, "must be a number > 0")
+def moe_load(w: Workload, expert_load_factor: float | None = 1.0) -> float:
+    """Routed tokens on the busiest EP rank over the uniform share: the capacity factor if
+    set, else ``expert_load_factor``, else (None) the dropless hot rank's load
+    (:func:`~.hot_expert.hot_rank_load`, its 99th percentile over the router's draws)."""
     moe = w.model.moe
     if moe is not None and moe.capacity_factor is not None:
         return moe.capacity_factor
+    if expert_load_factor is None:
+        return hot_rank_load(w)
+    if not expert_load_factor > 0:
+        raise ConfigError("expert_load_factor", expert_load_factor, "must be a number > 0")
     return expert_load_factor
 
 
@@ -175,7 +182,7 @@ def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
     qd, kvd = m.num_attention_heads * m.head_dim, m.groups * m.head_dim
     # Q, K, V and the attention output (the output projection's input); in FP8 the
     # projection keeps its own 1-byte copy beside the attention's 16-bit one
-    proj_copy = BYTES_FP8 * qd if tr.precision == "fp8" else 0.0
+    proj_copy = tr.precision_type.element_bytes * qd if tr.precision_type.scaled else 0.0
     attention = s * b * (BYTES_16 * (qd + 2 * kvd + qd) + proj_copy) / t
     if m.multi_latent_attention:
         # MLA (workload/mla.py): Q and K of a*(qk+rope) and V of a*v per token (the up

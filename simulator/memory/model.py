@@ -30,14 +30,10 @@ from ..config.workload import Workload
 from ..errors import ConfigError
 from ..hardware import Topology
 from ..moe import is_moe_layer
-from ..workload.params import (
-    expert_data_parallel,
-    layer_params,
-    stage_layer_indices,
-    stage_params,
-    stage_tables,
-)
-from ..workload.partition import Partition, partition_layers
+from ..schedules import schedule_of
+from ..shape.params import layer_params, stage_layer_indices, stage_tables
+from ..shape.partition import Partition
+from ..shape.plan_shape import PlanShape, local_seq, plan_shape
 from .activations import BYTES_16, moe_load
 from .stage_activations import stage_activations
 from .states import FP8_BYTES, fp8_copy_bytes, grad_bytes, optimizer_bytes, weight_bytes
@@ -128,27 +124,26 @@ class MemoryReport:
                 f"biggest: {big} {getattr(st, big) / GB:.1f} GB")
 
 
-def comm_buffer_bytes(w: Workload, expert_load_factor: float = 1.0) -> float:
+def comm_buffer_bytes(w: Workload, expert_load_factor: float | None = None) -> float:
     """Explicit communication staging buffers on one GPU, bytes.
 
     * TP with SP: the all-gathered layer input and the reduce-scatter input,
       ``2 * 2*s*b*h`` (Korthikanti 2022 Section 4.2.2; Megatron's global buffer);
     * PP: send + recv of one boundary activation, ``2 * 2*s*b*h/t_sp``,
-      doubled for the interleaved schedule (forward and backward overlap);
+      times the schedule's :meth:`~simulator.schedules.Schedule.p2p_buffers`;
     * CP (ring attention): send + recv of K and V, ``2*2*2*s*b*g*d/t``;
     * EP: the all-to-all send buffer of this GPU's routed tokens.
     ``s`` is the local sequence (``seq_length/cp``).
     """
     m, par = w.model, w.parallelism
-    s, b, h, t = m.seq_length / par.context, w.training.micro_batch_size, m.hidden_size, \
-        par.tensor
+    s, b, h, t = local_seq(w), w.training.micro_batch_size, m.hidden_size, par.tensor
     sp_div = t if par.sequence_parallel else 1
     total = 0.0
     if t > 1 and par.sequence_parallel:
         total += 2 * BYTES_16 * s * b * h
     if par.pipeline > 1:
         per = 2 * BYTES_16 * s * b * h / sp_div
-        total += per * (2 if par.pipeline_schedule == "interleaved" else 1)
+        total += per * schedule_of(par).p2p_buffers()
     if par.context > 1:
         total += 2 * 2 * BYTES_16 * s * b * m.groups * m.head_dim / t
     if par.expert > 1 and m.moe is not None:
@@ -167,7 +162,7 @@ def fsdp_unit_bytes(w: Workload, staged_params: float) -> float:
     tr = w.training
     per = 0.0
     if tr.params_sharded:
-        per += weight_bytes(tr) + (FP8_BYTES if tr.precision == "fp8"
+        per += weight_bytes(tr) + (FP8_BYTES if tr.precision_type.scaled
                                    and not tr.fp8_param_gather else 0.0)
     if tr.grads_sharded:
         per += grad_bytes(tr)
@@ -197,12 +192,16 @@ def _split(per_param: float, sp, shard: tuple[int, int]) -> float:
     return per_param * (sp.dense / shard[0] + sp.expert / shard[1])
 
 
-def estimate_memory(w: Workload, topo: Topology, partition: Partition | None = None,
-                    expert_load_factor: float = 1.0) -> MemoryReport:
+def estimate_memory(w: Workload, topo: Topology, partition: Partition | PlanShape | None = None,
+                    expert_load_factor: float | None = None) -> MemoryReport:
     """Per-GPU memory of every pipeline stage of ``w`` on ``topo``'s GPU (bytes).
 
-    ``expert_load_factor``: routed tokens on the busiest EP rank over the
-    uniform share (>= 1 under skew); ignored when the model sets a capacity factor.
+    ``partition``: the plan's shape (:class:`~simulator.shape.PlanShape`) or its layer
+    split, if the caller has them; the stage parameters, expert-DP and the shards of
+    each state are read from the shape. ``expert_load_factor``: routed tokens on the
+    busiest EP rank over the uniform share (>= 1 under skew); ignored when the model
+    sets a capacity factor. None: a dropless plan's hot rank at the 99th percentile of
+    the router's draws (:mod:`.hot_expert`), 1.0 under uniform routing.
     """
     par, tr = w.parallelism, w.training
     if w.num_microbatches < 1:
@@ -210,15 +209,9 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | None = N
                           f"must be at least micro_batch_size*data "
                           f"({tr.micro_batch_size * par.data})")
     load = moe_load(w, expert_load_factor)
-    partition = partition or partition_layers(w)
-    edp = expert_data_parallel(w) if w.model.moe is not None else 1
-    k = tr.num_distributed_optimizer_instances
-    full = (par.data * par.context, edp)  # (dense, expert) ways a sharded state splits
-    inner = (full[0] // k, max(1, edp // k))  # inside one optimizer instance
-    o_shard, g_shard, p_shard = (inner if on else (1, 1) for on in (
-        tr.optimizer_sharded, tr.grads_sharded, tr.params_sharded))
-    if tr.outer_dp_sharding_strategy == "optim":  # HFSDP: optimizer state over all instances
-        o_shard = full
+    shape = partition if isinstance(partition, PlanShape) else plan_shape(w, partition)
+    partition = shape.partition
+    o_shard, g_shard, p_shard = shape.optimizer_shards, shape.grad_shards, shape.param_shards
     weights, copies = weight_bytes(tr), fp8_copy_bytes(tr)
     if tr.params_sharded:  # Megatron-FSDP caches at most the gathered weights' FP8 transposes
         copies = FP8_BYTES if tr.keep_fp8_transpose_cache and copies else 0.0
@@ -226,7 +219,7 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | None = N
     comm = comm_buffer_bytes(w, expert_load_factor)
     stages = []
     for stage in range(partition.num_stages):
-        sp = stage_params(w, partition, stage)
+        sp = shape.params[stage]
         acts = stage_activations(w, partition, stage, load)
         stages.append(StageMemory(
             stage=stage,

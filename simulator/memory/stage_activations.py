@@ -17,8 +17,9 @@ except where Megatron-Core's full recompute or activation offloading changes it:
   buffer. The host bytes are reported, not counted against HBM.
 
 The first stage also holds the embedding's dropout mask per micro-batch in flight; the
-last the output layer's inputs and fp32 logits for one micro-batch (all of them under
-GPipe), plus the 16-bit logits beside them while the loss runs
+last the output layer's inputs and fp32 logits for as many micro-batches as the
+schedule says it holds (:meth:`~simulator.schedules.Schedule.outputs_held`: one, all
+under GPipe), plus the 16-bit logits beside them while the loss runs
 (:func:`~.activations.logits_transient_bytes`). Korthikanti et al. 2022, Sections 4.2-4.3 and 5.
 """
 
@@ -27,8 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config.workload import Workload
-from ..workload.params import stage_layer_indices
-from ..workload.partition import Partition
+from ..schedules import schedule_of
+from ..shape.params import stage_layer_indices
+from ..shape.partition import Partition
 from .activations import (
     activation_bytes_per_layer,
     embedding_activation_bytes,
@@ -92,7 +94,8 @@ def stage_activations(w: Workload, partition: Partition, stage: int,
     if stage == 0:
         device += in_flight * embedding_activation_bytes(w)
     if stage == partition.num_stages - 1:
-        gpipe = w.parallelism.pipeline_schedule == "gpipe"
-        device += (w.num_microbatches if gpipe else 1) * output_activation_bytes(w)
+        par = w.parallelism
+        held = schedule_of(par).outputs_held(par.pipeline, w.num_microbatches, par.vp)
+        device += held * output_activation_bytes(w)
         device += logits_transient_bytes(w)
     return StageActivations(device=device, host=in_flight * host)

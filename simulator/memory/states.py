@@ -45,7 +45,7 @@ def weight_bytes(tr: TrainingConfig) -> float:
 def fp8_copy_bytes(tr: TrainingConfig) -> float:
     """Bytes per parameter of TE's cached FP8 forms: copy + transpose with 16-bit weights,
     transpose only with FP8 weights, none outside FP8 training."""
-    if tr.precision != "fp8":
+    if not tr.precision_type.scaled:
         return 0.0
     return FP8_BYTES if tr.fp8_param_gather else 2 * FP8_BYTES
 

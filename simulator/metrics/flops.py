@@ -7,6 +7,15 @@ logits ``2*s*h*V``. Training is 3x the forward (Kaplan et al. 2020; Narayanan
 et al. 2021 Eq. 3 without the recompute term). For GPT-3 175B at s=2048 this
 gives 2.20e15 FLOPs per sequence, NVIDIA's published figure.
 
+Multi-latent attention (DeepSeek-V2/V3) replaces the QKV and projection terms by
+``2*s`` times its weights (low-rank down/up projections, their norms, the shared
+rope key, the output projection) and the square by ``2*s^2*a*(qk + rope + v)``;
+each multi-token-prediction module adds one decoder layer of the last layer's
+kind, its ``eh`` projection ``2*s*2h*h``, three norms ``2*s*3h`` and one more
+logits ``2*s*h*V``. Both as Megatron-LM's ``num_floating_point_operations``
+(megatron/training/training.py, ``transformer_flops``), which counts the square
+causal; here the square is full for MFU and half for the causal figure.
+
 Two variants, both in FLOPs per step (all GPUs together):
 
 * *causal* model FLOPs count the attention square half (what a causal mask
@@ -26,44 +35,52 @@ from __future__ import annotations
 
 from ..config.workload import Workload
 from ..moe import is_moe_layer
-from ..workload.moe_layer import MoECost
+from ..shape.mla import attention_params, core_flops
+from ..workload.moe.layer import MoECost
 from ..workload.plan import Plan
+from ..shape.plan_shape import microbatch_runs
 
 
-def _routed_forward_flops(w: Workload) -> float:
-    """Forward FLOPs per sequence of the routed experts (top-k of them) in all MoE layers."""
-    m, moe = w.model, w.model.moe
-    if moe is None:
-        return 0.0
-    mats = 3 if m.gated_linear_unit else 2
-    return moe_layer_count(w) * 2 * m.seq_length * m.hidden_size \
-        * (moe.ffn_hidden_size or m.ffn) * moe.router_topk * mats
+def _attention_flops(w: Workload, causal: bool) -> float:
+    """Forward FLOPs of one layer's attention block for one sequence (module docs)."""
+    m = w.model
+    s, h, a, g, d = m.seq_length, m.hidden_size, m.num_attention_heads, m.groups, m.head_dim
+    half = 0.5 if causal else 1.0
+    if m.multi_latent_attention:
+        return 2.0 * s * attention_params(m) + core_flops(m, s, s, a) * half
+    return 2 * s * h * (a + 2 * g) * d + 2 * s * a * d * h + 4 * s * s * a * d * half
 
 
 def forward_flops_per_sequence(w: Workload, causal: bool = False,
                                kept_fraction: float = 1.0) -> float:
     """Model forward FLOPs of one sequence; ``causal`` halves the attention square,
-    ``kept_fraction`` scales the routed-expert FLOPs (1 - dropped share)."""
+    ``kept_fraction`` scales the routed-expert FLOPs (1 - dropped share). Decoder
+    layers, multi-token-prediction modules and logits (module docs)."""
     m = w.model
-    s, h, a, g, d = m.seq_length, m.hidden_size, m.num_attention_heads, m.groups, m.head_dim
+    s, h = m.seq_length, m.hidden_size
     mats = 3 if m.gated_linear_unit else 2
-    square = 4 * s * s * a * d * (0.5 if causal else 1.0)
-    attn = 2 * s * h * (a + 2 * g) * d + 2 * s * a * d * h + square
+    attn = _attention_flops(w, causal)
     dense_mlp = 2 * s * h * m.ffn * mats
-    layers = m.num_layers * (attn + dense_mlp)
+    mtp = m.mtp_num_layers
+    layers = (m.num_layers + mtp) * (attn + dense_mlp)
     if m.moe is not None:
         moe = m.moe
         shared = 2 * s * h * moe.shared_expert_ffn_hidden_size * mats
-        layers += moe_layer_count(w) * (shared + 2 * s * h * moe.num_experts - dense_mlp)
-        layers += _routed_forward_flops(w) * kept_fraction
-    return layers + 2 * s * h * m.vocab_size
+        routed = 2 * s * h * (moe.ffn_hidden_size or m.ffn) * moe.router_topk * mats
+        n_moe = moe_layer_count(w)
+        layers += n_moe * (shared + 2 * s * h * moe.num_experts - dense_mlp)
+        layers += n_moe * routed * kept_fraction
+    mtp_extra = mtp * (2 * s * 2 * h * h + 2 * s * 3 * h)  # eh projection and norms
+    return layers + mtp_extra + (1 + mtp) * 2 * s * h * m.vocab_size
 
 
 def moe_layer_count(w: Workload) -> int:
+    """MoE blocks of the main model and its multi-token-prediction modules."""
     moe = w.model.moe
     if moe is None:
         return 0
-    return sum(1 for i in range(w.model.num_layers) if is_moe_layer(moe, i))
+    return sum(1 for i in range(w.model.num_layers + w.model.mtp_num_layers)
+               if is_moe_layer(moe, i))
 
 
 def model_flops_per_step(w: Workload, causal: bool = False, kept_fraction: float = 1.0) -> float:
@@ -99,14 +116,19 @@ def _routed_executed_per_gpu(moe: MoECost, full_recompute: bool) -> float:
 def executed_flops_per_step(plan: Plan) -> float:
     """FLOPs the simulated kernels execute in one step, all GPUs together.
 
-    Per GPU of stage ``s``: the costed forward and backward phases of each of its
-    chunks (recompute included) times the micro-batches, plus the routed-expert
-    FLOPs of its MoE layers. Each stage has ``num_gpus / P`` GPUs.
+    Per GPU of stage ``s``: the costed forward and backward phases of each of the
+    chunks the schedule places on it (two for V-shaped and DualPipe schedules,
+    whatever ``vp`` says), recompute included, times the micro-batches that chunk
+    runs (DualPipe: half per direction), plus the routed-expert FLOPs of its MoE
+    layers. Each stage has ``num_gpus / P`` GPUs.
     """
     w = plan.workload
-    P, V, M = w.parallelism.pipeline, w.parallelism.vp, w.num_microbatches
-    per_gpu = sum((plan.phases[("F", s, c)].flops + plan.phases[("B", s, c)].flops) * M
-                  for s in range(P) for c in range(V))
+    shape = plan.shape
+    P = w.parallelism.pipeline
+    runs = microbatch_runs(shape.schedule, P, shape.microbatches, w.parallelism.vp)
+    per_gpu = sum((plan.phases[("F", s, c)].flops + plan.phases[("B", s, c)].flops)
+                  * len(runs[s][c]) for s in range(P) for c in range(shape.chunks))
     if plan.moe is not None:
-        per_gpu += _routed_executed_per_gpu(plan.moe, w.training.recompute == "full")
+        rc = w.training.recompute_plan
+        per_gpu += _routed_executed_per_gpu(plan.moe, rc.full or rc.has("moe"))
     return per_gpu * w.parallelism.num_gpus / P

@@ -11,12 +11,13 @@ import numpy as np
 from ..config.workload import Workload
 from ..engine import EngineResult
 from ..hardware import Topology
-from ..workload.model_params import model_params
+from ..shape.model_params import model_params
 from ..workload.plan import Plan
 from .flops import executed_flops_per_step, kept_fraction, model_flops_per_step
 from .uncertainty import COVERAGE, interval
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
+CAUSAL_GAP = 0.10  # MFU over causal MFU above 1 + this: say so beside the headline
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,10 @@ class Result:
     critical_stage: int
     events: int
     notes: list[str] = field(default_factory=list)
+    # MFU with the attention square counted causal (half): what a causal mask leaves to
+    # compute. ``mfu`` keeps the published (PaLM / Megatron) full square; where the two
+    # differ by more than CAUSAL_GAP a note and the CLI print this one beside it.
+    mfu_causal: float = 0.0
     model_params_total: float = 0.0  # main model, unsharded (MTP modules apart)
     model_params_active: float = 0.0  # per token (MoE: top-k routed + shared experts)
     # MoE: dispatch / combine / permute / router / expert_gemm / exposed / hidden /
@@ -62,13 +67,13 @@ class Result:
     interval_coverage: float = COVERAGE
     interval_basis: str = ""
     # Percentiles of the step over a seeded Monte-Carlo of per-GPU jitter, slow nodes and
-    # host noise (simulator.reliability.variability; `run --variability`); without that
+    # host noise (simulator.metrics.variability; `run --variability`); without that
     # Monte-Carlo both equal step_time_s.
     step_time_p50_s: float = 0.0
     step_time_p99_s: float = 0.0
     # The step with no variability at all (every GPU at its modelled speed, no host noise):
     # step_time_s is this plus breakdown_s["variability"], the expected cost of waiting for
-    # the slowest peer (simulator.reliability.variability.expected_step).
+    # the slowest peer (simulator.metrics.variability.expected_step).
     step_time_ideal_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -133,7 +138,7 @@ def kernel_peak(w: Workload, topo: Topology) -> float:
     """FLOP/s of the fastest tensor cores the simulated kernels use: the FP8 peak in an
     FP8 recipe, else the bf16 peak (fp16 GEMMs are timed at it; :mod:`simulator.compute`).
     HFU divides by it, so no kernel can be credited more than its hardware delivers."""
-    return topo.gpu.peak("fp8" if w.training.precision == "fp8" else "bf16")
+    return topo.gpu.peak(w.training.precision_type.kernel)
 
 
 def summarize(plan: Plan, run: EngineResult, memory) -> Result:
@@ -150,7 +155,7 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     ep = max(0.0, sums["ep"] - st.fb_saved)
     exposed = {"tp": sums["tp"], "cp": sums["cp"], "ep": ep, "pp": float(st.pp_wait),
                "dp": float(dp + busy_dp)}
-    ep = dict(plan.ep_breakdown[crit]) if plan.ep_breakdown else {}
+    ep = _ep_breakdown(plan, crit, st.fb_saved)
     host = ep.get("host_stall", 0.0)  # in the phase durations, neither compute nor comm
     bubble = float(max(0.0, run.step_time - st.busy - st.pp_wait - dp - st.optimizer))
     exposed = {k: _denoise(v, run.step_time) for k, v in exposed.items()}
@@ -168,6 +173,9 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     params = model_params(w)
     host_bound = host / step if step > 0 else 0.0
     notes = list(plan.notes)
+    if causal > 0 and flops / causal > 1 + CAUSAL_GAP:
+        notes.append(f"MFU counts the full attention square (the published convention), "
+                     f"{flops / causal - 1:.0%} above the causal count: see mfu_causal")
     if host_bound > 0.05:
         notes.append("host launch-bound: the GPU waits for the CPU to issue kernels "
                      "(host_bound_fraction; training.cuda_graph_impl would cut launches)")
@@ -182,6 +190,7 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         step_time_s=step, tokens_per_s=tokens / step,
         model_tflops_per_gpu=flops / step / n / 1e12, mfu=flops / (step * n * peak),
         model_tflops_per_gpu_causal=causal / step / n / 1e12,
+        mfu_causal=causal / (step * n * peak),
         hfu=executed_flops_per_step(plan) / (step * n * kernel_peak(w, topo)),
         bubble_fraction=bubble / step, compute_time_s=compute, optimizer_time_s=st.optimizer,
         exposed_comm_s=exposed,
@@ -197,6 +206,18 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         model_params_total=params.total, model_params_active=params.active,
         ep_breakdown_s=ep, host_bound_fraction=host_bound,
     )
+
+
+def _ep_breakdown(plan: Plan, stage: int, fb_saved: float) -> dict[str, float]:
+    """The EP breakdown of ``stage`` (seconds), with what F&B overlap (DualPipe) hid of
+    its exposed all-to-all moved from ``exposed`` to ``hidden``: the phases count the
+    exchange exposed on their own, the engine's F&B slot hides ``fb_saved`` of it."""
+    ep = dict(plan.ep_breakdown[stage]) if plan.ep_breakdown else {}
+    if ep and fb_saved > 0:
+        moved = min(ep.get("exposed", 0.0), fb_saved)
+        ep["exposed"] = ep.get("exposed", 0.0) - moved
+        ep["hidden"] = ep.get("hidden", 0.0) + moved
+    return ep
 
 
 def _ranges(low: float | None, high: float | None, tokens: float, mfu_s: float
@@ -232,6 +253,7 @@ def with_expected_step(result: Result, mean_s: float, p50_s: float | None = None
                    model_tflops_per_gpu=result.model_tflops_per_gpu * scale,
                    model_tflops_per_gpu_causal=result.model_tflops_per_gpu_causal * scale,
                    mfu=result.mfu * scale, hfu=result.hfu * scale,
+                   mfu_causal=result.mfu_causal * scale,
                    bubble_fraction=result.bubble_fraction * scale,
                    breakdown_s={**result.breakdown_s,
                                 "variability": mean_s - result.step_time_ideal_s},

@@ -12,7 +12,7 @@ expert-parallel all-to-all moves each assignment to its expert's rank.
 * :mod:`.router` -- :func:`route`: per micro-batch and layer loads
   (uniform / skewed / trace), :class:`RouterLoads` and its imbalance figures.
 * :mod:`.batch` -- the same for many draws at once (numpy over draws), as a
-  simulated step draws them (:mod:`simulator.workload.moe_draws`).
+  simulated step draws them (:mod:`simulator.workload.moe.draws`).
 * :mod:`.trace` -- recorded loads from CSV.
 * :mod:`.balancing` -- aux loss and DeepSeek-V3 aux-loss-free bias over steps.
 * :mod:`.alltoall` -- dispatch/combine bytes per EP rank, node-limited routing.

@@ -6,7 +6,7 @@ Nothing in :mod:`simulator.moe` touches global random state. Every random draw
 takes a :class:`numpy.random.Generator` made by :func:`rng_for` from one root
 seed (``training.seed``) and a tuple of non-negative integer keys, e.g.
 ``rng_for(seed, 16)`` for a step's router draws
-(:mod:`simulator.workload.moe_draws`). The keys become the ``spawn_key`` of a
+(:mod:`simulator.workload.moe.draws`). The keys become the ``spawn_key`` of a
 :class:`numpy.random.SeedSequence`, so streams for different keys are
 statistically independent and the same (seed, keys) always gives the same
 numbers, whatever order the simulator asks for them in.

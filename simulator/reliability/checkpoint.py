@@ -4,7 +4,7 @@ A Megatron distributed checkpoint holds, per unique parameter, the bf16 weight (
 fp32 master copy (4 B) and Adam's two fp32 moments (8 B): 14 bytes (Rajbhandari et al.
 2020, ZeRO, Sec. 3.1: 16 B of model state per parameter, of which the 2 B fp16 gradient is
 not saved). Unique parameters come from the per-GPU counts of
-:func:`simulator.workload.params.stage_params`: a stage's dense parameters are sharded
+:func:`simulator.shape.params.stage_params`: a stage's dense parameters are sharded
 over TP (and replicated over DP x CP), its expert parameters over EP x expert-TP.
 For Llama 3 405B that is 5.7 TB, 346 MB per GPU on 16,384 GPUs, inside the 1 MB - 4 GB per
 GPU the Llama 3 paper reports (Sec. 3.3.1).
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import TopologyConfig, Workload
-from ..workload.params import StageParams
+from ..shape.params import StageParams
 
 BYTES_PER_PARAM = 14.0  # bf16 weight + fp32 master + 2 fp32 Adam moments
 GB = 1e9

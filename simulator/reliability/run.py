@@ -38,7 +38,7 @@ from .failures import (
     run_rng,
     simulate_run,
 )
-from .variability import Variability, step_distribution
+from ..metrics.variability import Variability, step_distribution
 
 MC_FIELDS = ("step_time_p50_s", "step_time_p99_s", "monte_carlo")
 

@@ -11,7 +11,7 @@ the ``E / ep`` experts each EP rank holds (placed contiguously), with the
 max/mean ratio that sets the MoE layer's slowdown.
 
 Loads for a workload are the draw the step-time model uses for that layer and
-micro-batch (:mod:`simulator.workload.moe_draws`: uniform, skewed or recorded
+micro-batch (:mod:`simulator.workload.moe.draws`: uniform, skewed or recorded
 router, seeded by ``training.seed``). The EP group routes the tokens of its
 ``ep`` ranks together: each sends ``T * etp / tp`` (``T = micro_batch_size * seq_length / cp``; with
 ETP < TP the TP ranks split the tokens), so one micro-batch routes ``ep``
@@ -26,7 +26,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..moe import capacity
-from ..workload.moe_draws import draw_table, moe_layers
+from ..shape.plan_shape import routed_tokens
+from ..workload.moe.draws import draw_table, moe_layers
 from .figures import COLORS, new_figure, wrap_title
 
 
@@ -103,8 +104,7 @@ def expert_loads(w: Any, layer: int | None = None, microbatch: int = 0) -> dict[
         raise ConfigError("--microbatch", microbatch,
                           f"must be a micro-batch of the step, 0 to {w.num_microbatches - 1}")
     par = w.parallelism
-    local = w.training.micro_batch_size * w.model.seq_length / par.context
-    tokens = max(1, round(local * par.etp / par.tensor)) * par.expert
+    tokens = routed_tokens(w) * par.expert
     table = draw_table(w, tokens, moe.router_load == "uniform")
     loads = table.rows.row(table.index(layer, microbatch))
     cap = capacity(moe.capacity_factor, tokens, moe.router_topk, moe.num_experts)

@@ -7,7 +7,7 @@ A schedule answers five questions about ``p`` stages, ``m`` micro-batches and
    holds as its chunk ``c``: ``(copy, g)``, global chunk ``g`` of model copy
    ``copy``. Megatron's interleaving puts global chunk ``c*p + s`` there; a
    V shape puts ``s`` and ``2p-1-s``; DualPipe holds two copies of the model.
-   The layer split (:mod:`simulator.workload.partition`) and the send rule
+   The layer split (:mod:`simulator.shape.partition`) and the send rule
    (:class:`Route`) both derive from it.
 2. **Order** (:meth:`Schedule.steps`): per stage, the ordered list of
    :class:`Step` ``(phase, mb, chunk)``. ``phase`` is ``"F"``
@@ -145,6 +145,16 @@ class Schedule:
         """Of :meth:`in_flight`, micro-batches held only for a deferred W (inputs of the
         weight-gradient GEMMs and the output gradients)."""
         return 0.0
+
+    def outputs_held(self, p: int, m: int, v: int) -> int:
+        """Micro-batches whose output-layer activations (the logits' inputs) the last stage
+        holds at its peak: one, each backward right after its forward (GPipe: all ``m``)."""
+        return 1
+
+    def p2p_buffers(self) -> int:
+        """Boundary-activation send + receive buffer pairs a stage keeps (one; two when a
+        forward's and a backward's transfers overlap, as under interleaving)."""
+        return 1
 
     def param_copies(self, p: int, v: int) -> int:
         """Model copies a stage's chunks come from (2 for DualPipe)."""

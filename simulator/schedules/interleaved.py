@@ -69,6 +69,9 @@ class Interleaved(Schedule):
         chunks = 2 * (p - stage - 1) + (v - 1) * self._n(p) + 1
         return min(chunks, m * v) / v
 
+    def p2p_buffers(self) -> int:
+        return 2  # a forward's and a backward's transfers overlap
+
     def check(self, p: int, m: int, v: int) -> None:
         super().check(p, m, v)
         if self.group is None:

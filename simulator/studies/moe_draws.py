@@ -1,7 +1,7 @@
 """How much sharing router draws moves a step: the shipped rule against own draws per pair.
 
 Where every router draw selects experts with the same probabilities, the (MoE layer,
-micro-batch) pairs of a step share a pool of draws (:mod:`simulator.workload.moe_draws`);
+micro-batch) pairs of a step share a pool of draws (:mod:`simulator.workload.moe.draws`);
 DeepSeek-V3 on its shipped plan shares 64 draws among 59 x 128 pairs. This study
 simulates each skewed shipped MoE workload for several seeds twice, with the shipped
 rule and with every pair its own draw, and compares the step times with each other
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..api import plan, resolve, simulate
 from ..io import atomic_write_text
-from ..workload import moe_draws
+from ..workload.moe import draws as moe_draws
 
 WORKLOADS = ["mixtral-8x7b", "mixtral-8x22b", "deepseek-v3"]
 SEEDS = range(5)
@@ -55,7 +55,7 @@ def report() -> str:
         "# MoE router draws: shared pool against own draws", "",
         "Regenerate with `python -m simulator.studies.moe_draws`. Each workload on dgx-h100, "
         f"seeds {SEEDS.start}-{SEEDS.stop - 1}: the step time with the shipped draw rule "
-        "(`workload/moe_draws.py`: every (MoE layer, micro-batch) pair its own draw, except "
+        "(`workload/moe/draws.py`: every (MoE layer, micro-batch) pair its own draw, except "
         "where every draw selects experts with the same probabilities, DeepSeek-V3's bias "
         "balancing: a stratified shared pool sized so its mean count per expert is known to "
         "0.2 %, at least 64 draws) against every pair its own draw.", "",

@@ -1,7 +1,7 @@
 """From a sweep point to a validated configuration, its identity and its input columns.
 
 A point is loaded exactly as ``simulate`` would load it (the same override
-rules, the same :func:`~simulator.workload.validate.check_plan`), so a sweep row
+rules, the same :func:`~simulator.shape.validate.check_plan`), so a sweep row
 and a ``simulate`` call on the same settings see the same configuration. A
 point that breaks a rule becomes an *invalid* row carrying the ConfigError's
 one-line message as its reason; it is never sent to a worker.
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from ..version import __version__
 from ..config import TopologyConfig, Workload
 from ..config.loader import apply_overrides, is_file, read_document, validate_model
 from ..errors import ConfigError
-from ..workload.validate import check_plan
+from ..shape.validate import check_plan
 from .spec import Point
 
 SKIPPED = ("sources", "description")  # citations and prose: not inputs of the model

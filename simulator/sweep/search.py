@@ -42,7 +42,7 @@ from ..config import TopologyConfig, Workload, load_topology
 from ..config.loader import apply_overrides, validate_model
 from ..errors import ConfigError
 from ..hardware import usable_hbm_bytes
-from ..workload.validate import check_plan
+from ..shape.validate import check_plan
 from .branch_bound import Fit, branch_and_bound, rank_fits
 from .candidates import (
     NO_PIPELINE,

@@ -52,7 +52,7 @@ several experts a draw that leaves one idle costs less than the even split (Jens
 on a concave kink), and the bound is not monotone in every table either (the W
 split and the round trip subtract). The search keeps the exact tables and makes
 them cheap instead: plans whose draws coincide share one drawn table and its
-all-to-all volumes (:func:`~simulator.workload.moe_draws.draw_table`), and the
+all-to-all volumes (:func:`~simulator.workload.moe.draws.draw_table`), and the
 bound-only plan builds nothing else (tests/test_search_moe.py checks the bound
 against the simulated step and the search against one that draws afresh).
 """
@@ -63,13 +63,13 @@ from itertools import pairwise
 
 from ..config import TopologyConfig, Workload
 from ..engine import EngineInput
+from ..engine.step_rule import duration, most_hidden
 from ..errors import ConfigError
 from ..hardware import Topology
 from ..memory import estimate_memory
-from ..reliability.variability import Variability, expected_input, host_term
+from ..metrics.variability import Variability, expected_input, host_term
 from ..schedules import FusedStep, Route, Schedule, is_fused
-from ..workload.moe_layer import source_tokens
-from ..workload.ops import dims
+from ..shape.plan_shape import routed_tokens
 from ..workload.plan import build_plan
 from .candidates import RECOMPUTE, with_recompute
 
@@ -125,9 +125,9 @@ def _round_trip(inp: EngineInput, route: Route, s: int, steps: list, b_only) -> 
     if i_f is None:
         return 0.0
     wgrad = inp.wgrad
-    middle = sum(float(inp.fwd[s, y.chunk, y.mb]) if y.phase == "F" else
-                 float(inp.bwd[s, y.chunk, y.mb]) if y.phase == "B" else
-                 float(wgrad[s, y.chunk, y.mb]) if wgrad is not None else 0.0
+    middle = sum(duration(y.phase, float(inp.fwd[s, y.chunk, y.mb]),
+                          float(inp.bwd[s, y.chunk, y.mb]),
+                          float(wgrad[s, y.chunk, y.mb]) if wgrad is not None else 0.0, False)
                  for y in steps[i_f + 1:k])
     copy, g = route.place[(s, x.chunk)]
     later = [route.holder[(copy, h)] for h in range(g + 1, route.chunks_per_copy)]
@@ -141,24 +141,24 @@ def _fused_hiding(inp: EngineInput, s: int, steps: list) -> float:
         return 0.0  # nothing to hide (dense): skip the walk over the steps
     if FusedStep not in set(map(type, steps)):
         return 0.0  # no F&B pair (all but DualPipe): a C-speed look instead of the walk
-    return sum(float(inp.fwd_ep[s, x.chunk, x.mb] + inp.bwd_ep[s, y.chunk, y.mb])
+    return sum(most_hidden(inp.fwd_ep[s, x.chunk, x.mb], inp.bwd_ep[s, y.chunk, y.mb])
                for x, y in pairwise(steps) if is_fused(x))
 
 
 def draw_group(w: Workload) -> tuple:
     """Plans with one key read the same router draws (tokens routed per micro-batch over
     the EP group, micro-batches; the rest of the key of
-    :func:`~simulator.workload.moe_draws.draw_table` is the search's base workload): costed
+    :func:`~simulator.workload.moe.draws.draw_table` is the search's base workload): costed
     in one worker, they share its drawn tables and their costs. Dense: ``()``."""
     if w.model.moe is None:
         return ()
-    return source_tokens(w, dims(w).T) * w.parallelism.expert, w.num_microbatches
+    return routed_tokens(w) * w.parallelism.expert, w.num_microbatches
 
 
 def expected_lower_bound(inp: EngineInput, w: Workload, t: TopologyConfig) -> float:
     """Seconds the simulated (expected) step cannot beat: :func:`step_lower_bound` of the
     input with the variability's expected phase factors and barrier waits, plus the host
-    term (:func:`simulator.reliability.variability.expected_input`)."""
+    term (:func:`simulator.metrics.variability.expected_input`)."""
     v = Variability.of(w, t)
     if v.zero:
         return step_lower_bound(inp)

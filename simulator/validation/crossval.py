@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from ..api import resolve
 from ..config import load_topology
 from ..metrics.uncertainty import RESIDUALS
+from ..precision import precision_of
 from .cases import Case, load_cases, precision
 from .fit import BOUNDS, FIT_CATEGORIES, fit
 from .predict import predict
@@ -117,9 +118,9 @@ def fit_box(topology: str) -> dict[str, tuple[float, float]]:
 
 
 def _surface(case: Case, box: dict[str, tuple[float, float]]) -> Surface:
-    # the FP8 efficiency only enters FP8 cases
-    return build_surface(case, {p: b for p, b in box.items()
-                                if p != FP8 or precision(case) == "fp8"})
+    # the FP8 efficiency only enters the cases whose precision times its GEMMs with it
+    own = "gpu." + precision_of(precision(case)).efficiency
+    return build_surface(case, {p: b for p, b in box.items() if p != FP8 or p == own})
 
 
 def build_surfaces(cases: list[Case], topology: str, log: Callable[[str], None] = print,

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import load_workload
+from ..precision import precision_of
 from .cases import precision
 from .predict import predicted_busbw
 from .report import Row, write_atomic
@@ -85,7 +86,7 @@ def dense_scale(rows: list[Row], path: str | Path) -> Path:
     colours = plt.get_cmap("tab20")
     for i, group in enumerate(groups):
         g = sorted((r for r in dense if r.case.group == group), key=_gpus)
-        style = "--" if precision(g[0].case) == "fp8" else "-"
+        style = "--" if precision_of(precision(g[0].case)).scaled else "-"
         ax.plot([_gpus(r) for r in g], [100 * r.error for r in g], style, marker="o", ms=4,
                 lw=1.2, color=colours(i % 20), label=group)
         held = [r for r in g if r.case.holdout]

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable
 
 from ..errors import ConfigError
+from ..precision import precision_of
 from .cases import Case, load_cases, precision
 from .predict import predict
 
@@ -52,9 +53,10 @@ def training_cases(topology: str, cases: list[Case] | None = None,
 
 
 def default_params(cases: list[Case]) -> list[str]:
-    """The bf16 constants, plus ``fp8_gemm_efficiency`` when FP8 cases are among ``cases``."""
-    fp8 = any(precision(c) == "fp8" for c in cases)
-    return DEFAULT_PARAMS + (["gpu.fp8_gemm_efficiency"] if fp8 else [])
+    """The bf16 constants, plus the GEMM efficiency of each other precision among ``cases``
+    (``fp8_gemm_efficiency`` when FP8 cases are among them)."""
+    own = {"gpu." + precision_of(precision(c)).efficiency for c in cases}
+    return DEFAULT_PARAMS + sorted(own - set(DEFAULT_PARAMS))
 
 
 Predictor = Callable[[Case, dict[str, float]], float]

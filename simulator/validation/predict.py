@@ -26,7 +26,7 @@ from ..hardware import Topology
 from ..memory import estimate_memory
 from ..workload.cost import CostContext, cost_ops
 from ..workload.layout import group_layout
-from ..workload.moe_dispatch import deepep_bandwidth
+from ..workload.moe.dispatch import deepep_bandwidth
 from ..workload.ops import backward_of, layer_forward, recompute_ops
 from .cases import Case
 
@@ -81,7 +81,7 @@ def predict_busbw(case: Case, topology_overrides: dict[str, Any] | None = None) 
 
 def predict_ep_alltoall(case: Case, topology_overrides: dict[str, Any] | None = None) -> float:
     """DeepEP dispatch / combine bandwidth in DeepEP's own metric, GB/s
-    (:func:`simulator.workload.moe_dispatch.deepep_bandwidth`); NCCL busbw without a
+    (:func:`simulator.workload.moe.dispatch.deepep_bandwidth`); NCCL busbw without a
     ``deepep`` block."""
     s = case.spec
     if not s.get("deepep"):

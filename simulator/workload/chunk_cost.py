@@ -10,9 +10,9 @@ the chunk: the first ``recompute_num_layers`` re-run, the rest keep their activa
 Dense layers are identical, so one is costed and repeated; a chunk without MoE layers
 or offloading depends only on its ends and layer count (:meth:`ChunkCoster.chunk_kind`),
 so chunks alike are costed once per plan. An MoE layer is its base ops (attention,
-shared expert) plus a routed-expert part (:mod:`.moe_layer`) that depends on the
+shared expert) plus a routed-expert part (:mod:`.moe.layer`) that depends on the
 router's draw for that layer and micro-batch. In collect mode the chunk is costed
-without those parts, which :mod:`.moe_plan` adds for every micro-batch at once.
+without those parts, which :mod:`.moe.plan` adds for every micro-batch at once.
 
 Also returned per chunk: the W seconds (weight-gradient GEMMs) that B/W-split
 schedules run apart from the backward. CPU offloading adds the compute stream's wait
@@ -31,8 +31,8 @@ from ..moe import is_moe_layer
 from .context import make_attention
 from .cost import CostContext, Phase, TimedOp, cost_ops
 from .layout import group_layout
-from .moe_layer import MoECost
-from .moe_part import MoEPart, moe_phase
+from .moe.layer import MoECost
+from .moe.part import MoEPart, moe_phase
 from .ops import (
     Op,
     backward_of,
@@ -42,7 +42,7 @@ from .ops import (
     output_forward,
     recompute_ops,
 )
-from .shape import plan_shape
+from ..shape.plan_shape import plan_shape
 from .wgrad import wgrad_time
 
 
@@ -184,7 +184,7 @@ class ChunkCoster:
         """(forward, backward, W seconds) of chunk c on stage s for micro-batch mb.
 
         With a ``moe_layers`` list (collect mode, ``mb`` unused): the chunk without its
-        routed-expert parts, which :mod:`.moe_plan` adds for every micro-batch at once;
+        routed-expert parts, which :mod:`.moe.plan` adds for every micro-batch at once;
         each MoE layer is appended as ``(layer, forward re-run in backward, counted in
         W)`` and the W seconds are returned before the ``min`` with the backward."""
         w = self.w
@@ -218,8 +218,9 @@ class ChunkCoster:
             f.extend(self.moe_base[0], ops=ops)
             f.extend(moe_phase(fp, ops), ops=ops)
             b.extend(moe_phase(bp, ops), ops=ops)
-            if self.recompute_moe and redo:
+            if self.recompute_moe and redo:  # the re-run forward counts in the breakdown too
                 b.extend(moe_phase(fp, ops), ops=ops)
+                self.ep_parts.append(fp)
             b.extend(self.moe_base[1] if redo else self.moe_plain_bwd, ops=ops)
         self._dense(f, b, dense_run, plain_run, ops)
         if dense_run + plain_run:  # none: the dense layer need not be costed

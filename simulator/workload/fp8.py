@@ -32,9 +32,10 @@ other dimension also needs a transposed FP8 copy (TE's *columnwise* data of a
   the step's micro-batches. With ``fp8_param_gather`` the weights already live
   in FP8 and only the transpose is made (read 1 B + write 1 B: 2 B).
 
-Each cast is costed with :func:`simulator.compute.memory_time` (HBM bandwidth
+The bytes per element are the precision's (:class:`simulator.precision.Casts`); each
+cast is costed with :func:`simulator.compute.memory_time` (HBM bandwidth
 x STREAM efficiency, plus one kernel overhead). The routed experts of a MoE
-layer quantise their own inputs in :mod:`.moe_layer`; this module covers the
+layer quantise their own inputs in :mod:`.moe.layer`; this module covers the
 dense op lists only (attention linears, dense MLPs, MoE shared experts).
 Per token a linear's casts scale with its widths ``k`` (input) and ``n`` (gradient) while
 its FLOPs scale with ``n*k`` on each GPU, so the casts cost most where the *local* GEMMs are
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..precision import FP8_CASTS, Casts
 from .opcopy import derive
 
 if TYPE_CHECKING:  # the Op type only; ops.py imports this module
@@ -56,22 +58,12 @@ NORM_FUSED = frozenset({"qkv", "fc1", "q_up", "kv_up"})
 # GEMMs and the vocabulary-parallel output layer are not TE FP8 linears.
 LINEARS = NORM_FUSED | {"attn_proj", "fc2", "q_down", "q_proj", "kv_down"}
 
-INPUT_CAST_BYTES = 4.0  # read bf16 2 B, write FP8 rowwise 1 B + columnwise 1 B
-INPUT_TRANSPOSE_BYTES = 2.0  # read FP8 1 B, write FP8 transpose 1 B
-GRAD_CAST_BYTES = 4.0  # read bf16 gradient 2 B, write FP8 rowwise 1 B + columnwise 1 B
-WEIGHT_CAST_BYTES = 4.0  # bf16 weight -> FP8 weight + FP8 transpose
-WEIGHT_TRANSPOSE_BYTES = 2.0  # FP8 weight (fp8_param_gather) -> FP8 transpose
 SUFFIX = "_fp8_cast"
-# TE quantises before every sequence-parallel all-gather that feeds an FP8 linear: the
-# norm writes FP8 (LayerNormLinear), the output gradient is cast before it is gathered
-# (grad_output_preprocess), and the saved FP8 input is what the backward re-gathers; the
-# userbuffers' all-gather buffers are FP8 by default (initialize_ub, "AllGather buffers
-# use fp8 when using fp8 recipe"). Reduce-scatters stay bf16. Transformer Engine v1.11,
-# transformer_engine/pytorch/module/{base,layernorm_linear}.py.
-GATHER_BYTES_RATIO = 0.5  # FP8 1 B over bf16 2 B per element
+# FP8's all-gather ratio, for the backward op lists (which know the ops, not the workload)
+GATHER_BYTES_RATIO = FP8_CASTS.gather_ratio
 
 
-def cast_op(op: Op, microbatches: int, fp8_params: bool) -> Op:
+def cast_op(op: Op, casts: Casts, microbatches: int, fp8_params: bool) -> Op:
     """The quantisation kernels of one FP8 linear ``op`` (shape ``(T, n, k)``).
 
     Forward bytes: input (``T*k`` elements, see module docstring) plus the step's weight
@@ -79,12 +71,12 @@ def cast_op(op: Op, microbatches: int, fp8_params: bool) -> Op:
     (``bwd_nbytes``): the output gradient, ``T*n`` elements at 4 B.
     """
     t, n, k = op.shape
-    per_in = INPUT_TRANSPOSE_BYTES if op.name in NORM_FUSED else INPUT_CAST_BYTES
-    per_w = WEIGHT_TRANSPOSE_BYTES if fp8_params else WEIGHT_CAST_BYTES
+    per_in = casts.input_transpose if op.name in NORM_FUSED else casts.input
+    per_w = casts.weight_transpose if fp8_params else casts.weight
     fwd = per_in * t * k * op.batch + per_w * n * k / max(1, microbatches)
     return derive(op, name=op.name + SUFFIX, kind="mem", flops=0.0, nbytes=fwd,
                   shape=(0.0, 0.0, 0.0), batch=1.0, model_flops=0.0, column=False,
-                  bwd_nbytes=GRAD_CAST_BYTES * t * n * op.batch)
+                  bwd_nbytes=casts.grad * t * n * op.batch)
 
 
 def backward_cast(cast: Op) -> Op:
@@ -92,14 +84,18 @@ def backward_cast(cast: Op) -> Op:
     return derive(cast, name=cast.name + "_bwd", nbytes=cast.bwd_nbytes or 0.0)
 
 
-def with_casts(ops: list[Op], microbatches: int, fp8_params: bool) -> list[Op]:
-    """``ops`` with each TE linear preceded by its quantisation op and each TP all-gather
-    moving FP8 (:data:`GATHER_BYTES_RATIO`; FP8 recipes only)."""
+def with_casts(ops: list[Op], casts: Casts, microbatches: int, fp8_params: bool) -> list[Op]:
+    """``ops`` with each TE linear preceded by its quantisation op (bytes per element from
+    the precision's ``casts``) and each TP all-gather moving the scaled format
+    (``casts.gather_ratio`` of its 16-bit bytes): TE quantises before every
+    sequence-parallel all-gather that feeds a scaled linear (the norm writes FP8, the
+    output gradient is cast before it is gathered, the saved FP8 input is what the
+    backward re-gathers; userbuffers gather FP8); reduce-scatters stay 16-bit."""
     out: list[Op] = []
     for op in ops:
         if op.kind == "gemm" and op.name in LINEARS:
-            out.append(cast_op(op, microbatches, fp8_params))
+            out.append(cast_op(op, casts, microbatches, fp8_params))
         if op.kind == "comm" and op.axis == "tp" and op.comm == "all_gather":
-            op = derive(op, nbytes=op.nbytes * GATHER_BYTES_RATIO)
+            op = derive(op, nbytes=op.nbytes * casts.gather_ratio)
         out.append(op)
     return out

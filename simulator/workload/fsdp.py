@@ -48,7 +48,7 @@ from ..collectives import collective_time
 from ..config.workload import Workload
 from ..hardware import Placement, Topology
 from ..memory.states import weight_bytes
-from .shape import PlanShape
+from ..shape.plan_shape import PlanShape
 from .step_input import grad_comm_bytes
 
 

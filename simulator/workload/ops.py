@@ -23,7 +23,9 @@ from dataclasses import dataclass, replace
 
 from ..compute import BYTES
 from ..config.workload import Workload
-from . import fp8, mla
+from ..shape import mla
+from ..shape.plan_shape import microbatch_tokens
+from . import fp8
 from .opcopy import derive
 
 REGATHER = "_regather"  # suffix of the backward re-gather of a block's sharded input
@@ -85,7 +87,7 @@ class Dims:
 def dims(w: Workload) -> Dims:
     m, p, tr = w.model, w.parallelism, w.training
     t, c = p.tensor, p.context
-    T = tr.micro_batch_size * m.seq_length / c
+    T = microbatch_tokens(w)
     sp = p.sequence_parallel and t > 1
     return Dims(b=tr.micro_batch_size, s=m.seq_length, T=T, Tn=T / t if sp else T,
                 h=m.hidden_size, a_t=m.num_attention_heads / t, g_t=max(1.0, m.groups / t),
@@ -136,7 +138,7 @@ def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
 
     ``mlp_ffn``: width of the TP-sharded MLP; ``None`` for the model's dense
     FFN, ``0`` for none (a MoE layer without shared expert: its routed experts
-    are costed by :mod:`.moe_layer`).
+    are costed by :mod:`.moe.layer`).
     """
     x = dims(w)
     if mlp_ffn is not None:
@@ -157,8 +159,9 @@ def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
     if x.ffn_t > 0:
         ops += mlp_forward(x)
     ops += [mem("residual", 3 * x.Tn * x.h * x.e)]
-    if w.training.precision == "fp8":
-        ops = fp8.with_casts(ops, w.num_microbatches, w.training.fp8_param_gather)
+    casts = w.training.precision_type.casts
+    if casts is not None:
+        ops = fp8.with_casts(ops, casts, w.num_microbatches, w.training.fp8_param_gather)
     return ops
 
 
@@ -301,7 +304,7 @@ def recompute_ops(w: Workload, fwd: list[Op], moe_layer: bool = False) -> list[O
     ``shared_experts`` to an MoE layer's shared expert, ``moe_act`` adds the routed
     experts' activation function (bandwidth-bound, ``T*k*f_e/etp`` elements read twice
     and written once, as :func:`mlp_forward`); the whole routed block (``moe``) is
-    re-costed with the experts (:mod:`.moe_layer`). Recomputed ops count no model FLOPs."""
+    re-costed with the experts (:mod:`.moe.layer`). Recomputed ops count no model FLOPs."""
     rc = w.training.recompute_plan
     if rc.full:
         return [derive(o, name=o.name + "_recompute", model_flops=0.0) for o in fwd]

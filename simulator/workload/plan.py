@@ -5,7 +5,7 @@ backward phases (embedding on the first chunk of stage 0, output layer and loss 
 last chunk of the last stage, decoder layers in between). MoE layers add a
 routed-expert part that depends on the router's draw for that layer and micro-batch,
 so phase durations may differ per micro-batch (``fwd[s, c, mb]``); with draws that
-vary, :mod:`.moe_plan` adds those parts for every micro-batch at once. The tables,
+vary, :mod:`.moe.plan` adds those parts for every micro-batch at once. The tables,
 per-stage totals and the EP breakdown are filled here, then Megatron-FSDP's per-micro-batch
 collectives (:mod:`.fsdp`); :mod:`.step_input` adds the
 p2p transfer per micro-batch, the gradient buckets and the optimizer step.
@@ -23,12 +23,12 @@ from ..hardware import Placement, Topology
 from .chunk_cost import ChunkCoster
 from .cost import Phase
 from .fsdp import add_fsdp_traffic
-from .moe_layer import MoECost
-from .moe_part import add_ep_breakdown
-from .moe_plan import ChunkBase, add_moe_parts
-from .params import StageParams
-from .partition import Partition
-from .shape import PlanShape, microbatch_runs, schedule_steps
+from .moe.layer import MoECost
+from .moe.part import add_ep_breakdown
+from .moe.plan import ChunkBase, add_moe_parts
+from ..shape.params import StageParams
+from ..shape.partition import Partition
+from ..shape.plan_shape import PlanShape, microbatch_runs, schedule_steps
 from .step_input import engine_input
 
 AXES = ("compute", "tp", "cp", "ep")
@@ -77,7 +77,7 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
     # per micro-batch router draws (and MoE layers to draw for)
     varies = bld.moe is not None and not bld.moe.deterministic and bool(bld.moe.table.layer_row)
     pending: list[ChunkBase] = []
-    costed: dict[tuple, tuple[Phase, Phase, float]] = {}  # chunks alike (read-only phases)
+    costed: dict[tuple, tuple] = {}  # chunks alike (read-only phases)
     for s in range(P):
         for c in range(V):
             first, last = bld.shape.first(s, c), bld.shape.last(s, c)
@@ -92,17 +92,17 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
             sl = slice(None) if len(mbs) == M else mbs
             kind = bld.chunk_kind(s, c)
             hit = costed.get(kind) if kind is not None else None
-            if hit is None:
-                hit = bld.chunk(s, c, mbs[0], first, last, ops=ops)
+            if hit is None:  # the chunk's phases and its MoE parts (for the EP breakdown)
+                hit = (bld.chunk(s, c, mbs[0], first, last, ops=ops), list(bld.ep_parts))
                 if kind is not None:
                     costed[kind] = hit
-            f, b, wg = hit
+            (f, b, wg), ep_parts = hit
             phases[("F", s, c)], phases[("B", s, c)] = f, b
             fwd[s, c, sl], bwd[s, c, sl], wgrad[s, c, sl] = f.duration, b.duration, wg
             fwd_ep[s, c, sl], bwd_ep[s, c, sl] = f.exposed.get("ep", 0.0), \
                 b.exposed.get("ep", 0.0)
             weight = len(mbs)
-            for part in bld.ep_parts:
+            for part in ep_parts:
                 add_ep_breakdown(ep_totals[s], part, weight)
             for ph in (f, b):
                 totals[s]["compute"] += ph.compute * weight

@@ -49,8 +49,8 @@ from ..hardware import Placement, Topology
 from ..memory.states import weight_bytes
 from .layout import strides
 from .ops import dims
-from .params import StageParams
-from .shape import PlanShape
+from ..shape.params import StageParams
+from ..shape.plan_shape import PlanShape
 
 GRAD_BYTES = 4  # fp32 gradient reduction (Megatron's default for bf16 training)
 

@@ -143,7 +143,7 @@ def amax_group(w: Workload) -> int:
     measured FP8 speed-ups (FP8 objective 0.00118 -> 0.00092 on H100, 0.00181 -> 0.00115
     on GB200, reports/validation.md)."""
     p, tr = w.parallelism, w.training
-    if tr.precision != "fp8" or tr.fp8_recipe != "delayed":
+    if tr.fp8_recipe not in tr.precision_type.job_wide_amax:
         return 1
     if tr.tp_only_amax_red:
         return p.context

@@ -42,9 +42,9 @@ from typing import Any
 
 import numpy as np
 
-from ..config.workload import MoEConfig, Workload
-from ..moe import effective_skew, is_moe_layer, rng_for
-from ..moe.batch import LoadRows, route_rows
+from ...config.workload import MoEConfig, Workload
+from ...moe import effective_skew, is_moe_layer, rng_for
+from ...moe.batch import LoadRows, route_rows
 
 NOISE_TOL = 0.002  # a shared pool's mean count per expert to 0.2 % (relative sd)
 MIN_POOL = 64  # draws in a shared pool at the least

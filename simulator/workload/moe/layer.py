@@ -6,7 +6,7 @@ Per MoE layer and micro-batch, as Megatron-Core's ``MoELayer`` runs it:
    (memory bound, fp32 scores read a few times);
 2. **permute**: copy each token once per assignment into expert order, reading
    ``T*h`` and writing ``T*k*h`` elements (bf16), memory bound;
-3. **dispatch** (:mod:`.moe_dispatch`, by ``token_dispatcher_type``);
+3. **dispatch** (:mod:`.dispatch`, by ``token_dispatcher_type``);
 4. **experts** as one grouped GEMM per rank: expert ``e`` multiplies its ``n_e``
    rows, so small groups run at lower efficiency (the GEMM shape curve of
    :func:`simulator.compute.gemm_efficiency` on each expert's own ``m x n x k``),
@@ -26,37 +26,31 @@ same micro-batch; ``overlap_moe_expert_parallel_comm`` (Megatron-Core's combined
 forward exchange under the backward compute of the same layer and each backward
 exchange under the forward compute. Overlapped compute runs
 ``comm_overlap_slowdown`` slower for the overlapped time (as TP overlap does).
-Host launch-boundedness and the dropless sync: :mod:`.moe_host`.
+Host launch-boundedness and the dropless sync: :mod:`.host`.
 
-Router draws (:mod:`.moe_draws`): one pool per step from ``training.seed``, each
+Router draws (:mod:`.draws`): one pool per step from ``training.seed``, each
 (layer, micro-batch) pair using one draw; reproducible, and a different seed changes
 only these draws. Costs are computed for the whole pool at once (numpy over draws),
 as :class:`~.moe_part.MoEPart` fields, and kept across the plans that share the
-draws (:mod:`.moe_costs`).
+draws (:mod:`.costs`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..compute import BYTES, gemm_efficiency, gemm_time, memory_time
-from ..config.workload import Workload
-from ..hardware import Placement, Topology
-from ..moe import RouterLoads
-from ..moe.batch import LoadRows
-from .cost import Phase
-from .moe_costs import cost_slot
-from .moe_dispatch import Dispatcher
-from .moe_draws import DrawTable, draw_table
-from .moe_host import BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes, launch_counts
-from .moe_part import PART_FIELDS, MoEPart, part_fields
-
-
-def source_tokens(w: Workload, T: float) -> int:
-    """Tokens each EP rank routes per micro-batch and MoE layer, ``T * etp / tp`` of the
-    ``T`` through its GEMMs (with ETP < TP the TP ranks split them: parallel folding)."""
-    p = w.parallelism
-    return max(1, round(T * p.etp / p.tensor))
+from ...compute import BYTES, gemm_efficiency, gemm_time, memory_time
+from ...config.workload import Workload
+from ...hardware import Placement, Topology
+from ...moe import RouterLoads
+from ...moe.batch import LoadRows
+from ...shape.plan_shape import routed_tokens
+from ..cost import Phase
+from .costs import cost_slot
+from .dispatch import Dispatcher
+from .draws import DrawTable, draw_table
+from .host import BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes, launch_counts
+from .part import PART_FIELDS, MoEPart, part_fields
 
 
 class MoECost:
@@ -73,8 +67,9 @@ class MoECost:
         self.h = m.hidden_size
         self.ffn = m.moe.ffn_hidden_size or m.ffn
         self.glu = m.gated_linear_unit
-        self.tokens = source_tokens(w, T)
-        self.fp8 = w.training.precision == "fp8"
+        self.tokens = routed_tokens(w, T)
+        self.prec = w.training.precision_type
+        self.fp8 = self.prec.scaled  # quantises its inputs (casts, launches)
         self.seed = w.training.seed
         self.base = base or (Phase(), Phase())
         tr = w.training
@@ -128,7 +123,7 @@ class MoECost:
 
     @property
     def table(self) -> DrawTable:
-        """The step's router draws (:mod:`.moe_draws`), drawn on first use."""
+        """The step's router draws (:mod:`.draws`), drawn on first use."""
         if self._table is None:
             self._table = draw_table(self.w, self.tokens * self.ep, self.deterministic)
         return self._table
@@ -196,7 +191,7 @@ class MoECost:
         element) under an FP8 recipe, and the activation.
         """
         gpu = self.topo.gpu
-        dtype = "fp8" if self.fp8 else "bf16"
+        dtype = self.prec.kernel
         n = kept.astype(float)
         f = self.ffn / self.etp
         shapes = [(n, f * (2 if self.glu else 1), self.h), (n, self.h, f)]
@@ -206,8 +201,8 @@ class MoECost:
             flops = 2.0 * mm * nn * kk
             eff = gemm_efficiency(np.maximum(mm, 1.0), nn, kk, gpu, dtype)
             total += flops / (gpu.peak(dtype) * eff) + gpu.kernel_overhead_s
-            if self.fp8:
-                total += mm * kk * 3.0 / bw + gpu.kernel_overhead_s
+            if self.prec.casts is not None:
+                total += mm * kk * self.prec.casts.expert_input / bw + gpu.kernel_overhead_s
         act = n * f * 2 * (3 if self.glu else 2) / bw
         return total + act
 
@@ -218,7 +213,7 @@ class MoECost:
 
     def part(self, layer: int, mb: int, backward: bool) -> MoEPart:
         """The MoE part of ``layer`` for micro-batch ``mb`` (for every micro-batch at once:
-        :meth:`stacked` and :mod:`.moe_plan`)."""
+        :meth:`stacked` and :mod:`.plan`)."""
         idx = self.table.index(layer, mb)
         key = (idx, backward)
         if key not in self._cache:
@@ -259,7 +254,7 @@ class MoECost:
         """Forward and backward seconds of each draw (module docs), numpy over the draws."""
         gpu = self.topo.gpu
         experts = self.expert_seconds(rows.kept_tokens, False).max(axis=-1)
-        d_f, c_f = self.dispatcher.times(rows, 1.0 if self.fp8 else 2.0, 2.0)
+        d_f, c_f = self.dispatcher.times(rows, self.prec.element_bytes, 2.0)
         d_b = c_b = c_f  # backward: both exchanges carry bf16 gradients
         router, permute = self._local()
         comp_f = experts + router + permute

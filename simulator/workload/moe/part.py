@@ -2,7 +2,7 @@
 
 An MoE layer costs its base ops (attention, shared expert: :mod:`.ops`) plus a
 *part* (:class:`MoEPart`): the seconds its routed experts add on the critical EP rank
-for one router draw (:mod:`.moe_layer` computes them, numpy over the pool's draws).
+for one router draw (:mod:`.layer` computes them, numpy over the pool's draws).
 The fields, in seconds:
 
 * ``duration``: what the part adds to the layer's phase; ``compute`` of it on the
@@ -12,13 +12,13 @@ The fields, in seconds:
   ``dispatch + combine - exposed_ep`` ran under compute (overlap);
 * ``experts``, ``router``, ``permute``: the compute by kind;
 * ``host_stall`` and ``host``: the compute stream's wait on a launch-bound host and
-  the host's own launch time (:mod:`.moe_host`).
+  the host's own launch time (:mod:`.host`).
 
 A part enters a phase (:func:`moe_phase`) as dispatch, then the experts, then
 combine on the timeline, its exposed EP counted on the ``ep`` axis; the
 ``ep_breakdown_s`` of a result sums parts in :data:`EP_KEYS` order
 (:func:`add_ep_breakdown`). :data:`PART_FIELDS` is the order in which per-draw parts
-are stacked (``[field, draw]``) for every micro-batch at once (:mod:`.moe_plan`).
+are stacked (``[field, draw]``) for every micro-batch at once (:mod:`.plan`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..moe import RouterLoads
-from .cost import Phase, TimedOp
+from ...moe import RouterLoads
+from ..cost import Phase, TimedOp
 
 
 @dataclass(frozen=True, eq=False)  # holds RouterLoads: no value equality or hash

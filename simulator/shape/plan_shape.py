@@ -47,6 +47,15 @@ class PlanShape:
     expert_shard: int  # optimizer shard of expert parameters
     microbatches: int
     chunks: int  # chunks per stage
+    # (dense, expert) ways the gradients and the weights split (inside one optimizer
+    # instance; (1, 1) when not sharded)
+    grad_shards: tuple[int, int] = (1, 1)
+    param_shards: tuple[int, int] = (1, 1)
+
+    @property
+    def optimizer_shards(self) -> tuple[int, int]:
+        """(dense, expert) ways the optimizer state splits."""
+        return self.dense_shard, self.expert_shard
 
     @property
     def stages(self) -> int:
@@ -64,21 +73,45 @@ class PlanShape:
         return self.route.last(stage, chunk)
 
 
-def plan_shape(w: Workload) -> PlanShape:
-    """The shape of ``w``'s plan; raises ConfigError if the layer split is impossible."""
+def plan_shape(w: Workload, partition: Partition | None = None) -> PlanShape:
+    """The shape of ``w``'s plan (``partition``: its layer split, if already made); raises
+    ConfigError if the layer split is impossible."""
     par, tr = w.parallelism, w.training
     sched = schedule_of(par)
     p, v, m = par.pipeline, par.vp, w.num_microbatches
-    part = partition_layers(w)
+    part = partition or partition_layers(w)
     edp = expert_data_parallel(w) if w.model.moe is not None else 1
-    k = 1 if tr.outer_dp_sharding_strategy == "optim" else tr.num_distributed_optimizer_instances
+    n = tr.num_distributed_optimizer_instances
+    k = 1 if tr.outer_dp_sharding_strategy == "optim" else n
+    inner = (par.data * par.context // n, max(1, edp // n))  # inside one instance
     return PlanShape(
         schedule=sched, route=schedule_route(sched, p, v), partition=part,
         params=tuple(stage_params(w, part, s) for s in range(p)),
-        local_seq=w.model.seq_length / par.context, expert_dp=edp,
+        local_seq=local_seq(w), expert_dp=edp,
         dense_shard=par.data * par.context // k if tr.optimizer_sharded else 1,
         expert_shard=max(1, edp // k) if tr.optimizer_sharded else 1,
-        microbatches=m, chunks=sched.chunks(v))
+        microbatches=m, chunks=sched.chunks(v),
+        grad_shards=inner if tr.grads_sharded else (1, 1),
+        param_shards=inner if tr.params_sharded else (1, 1))
+
+
+def local_seq(w: Workload) -> float:
+    """Tokens of one sequence on one CP rank, ``seq_length / context``."""
+    return w.model.seq_length / w.parallelism.context
+
+
+def microbatch_tokens(w: Workload) -> float:
+    """Tokens of one micro-batch on one CP rank, ``micro_batch_size * seq_length / context``
+    (each TP rank of it sees them all)."""
+    return w.training.micro_batch_size * w.model.seq_length / w.parallelism.context
+
+
+def routed_tokens(w: Workload, T: float | None = None) -> int:
+    """Tokens each EP rank routes per micro-batch and MoE layer, ``T * etp / tp`` of the
+    ``T`` (default :func:`microbatch_tokens`) through its GEMMs: with ETP < TP the TP
+    ranks split them (Megatron-Core parallel folding)."""
+    p = w.parallelism
+    return max(1, round((microbatch_tokens(w) if T is None else T) * p.etp / p.tensor))
 
 
 @lru_cache(maxsize=512)

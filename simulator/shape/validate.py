@@ -2,7 +2,7 @@
 
 :func:`simulator.config.validate.check_config` relates fields to each other and
 to the cluster without knowing how a plan is laid out. The rules that need
-the layout live here, one layer up, because only ``workload`` knows it:
+the layout live here, one layer up, because only ``shape`` knows it:
 
 * the schedule accepts ``(pipeline, micro-batches, virtual_pipeline)``
   (:meth:`simulator.schedules.Schedule.check`: interleaving needs ``m % p == 0``,

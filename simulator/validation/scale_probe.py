@@ -65,7 +65,7 @@ come from one engine replay per end (the stage that ends the step, its records):
 
 Run (about 20 s)::
 
-    PYTHONPATH=$PWD python -m simulator.reliability.scale_probe
+    PYTHONPATH=$PWD python -m simulator.validation.scale_probe
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ from .scale_fit import (
     predicted,
     scale_groups,
 )
-from .variability import perturb, replay
+from ..metrics.variability import perturb, replay
 
 TOLERANCE_PP = 2.0
 PHASE_EPS = 0.01  # relative step of every phase for the phases' share of the step

@@ -7,7 +7,7 @@ measured step grows from the smallest to the largest scale by 0 to +10 %
 (validation/analysis.md, item 2); the one-step model alone predicts 0 to +0.8 %.
 
 The growth of a group is ``E[step(largest)] / E[step(smallest)] - 1`` with the expected
-step of :func:`simulator.reliability.variability.expected_step`. Three constants are
+step of :func:`simulator.metrics.variability.expected_step`. Three constants are
 fitted by least squares on the growth in percentage points, one value for every group:
 ``reliability.jitter_sigma`` (a multiplicative, per-GPU effect),
 ``reliability.host_noise_s`` (an additive, per-node effect once per step) and
@@ -29,8 +29,8 @@ measurements of one growth, whose spread bounds what any model can match.
 Cross-validation is leave-one-group-out: each group's growth is predicted with constants
 fitted on the other groups only. Run::
 
-    PYTHONPATH=$PWD python -m simulator.reliability.scale_fit            # fit + LOGO table
-    PYTHONPATH=$PWD python -m simulator.reliability.scale_fit --sigmas 0:0.06:13
+    PYTHONPATH=$PWD python -m simulator.validation.scale_fit            # fit + LOGO table
+    PYTHONPATH=$PWD python -m simulator.validation.scale_fit --sigmas 0:0.06:13
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ import numpy as np
 
 from ..api import resolve
 from ..hardware import Topology
-from ..validation.cases import DEFAULT_DIR, Case, load_cases
+from .cases import DEFAULT_DIR, Case, load_cases
 from ..workload.plan import build_plan
-from .variability import Variability, expected_step, harmonic
+from ..metrics.variability import Variability, expected_step, harmonic
 
 SCALE_KEYS = {"parallelism.data", "training.global_batch_size"}
 # Weak-scaling series of later software releases, kept out of the step-time validation

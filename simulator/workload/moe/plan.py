@@ -1,7 +1,7 @@
 """Routed-expert parts of every chunk and micro-batch at once (router draws that vary).
 
 With skewed or traced routing each (MoE layer, micro-batch) has its own router draw
-(:mod:`.moe_draws`), so a chunk's phases differ per micro-batch. A phase time is a sum
+(:mod:`.draws`), so a chunk's phases differ per micro-batch. A phase time is a sum
 of op times: the chunk's other ops (dense layers, the attention and shared expert of
 its MoE layers, embedding, output, offload waits) are the same for every micro-batch
 and are costed once (:meth:`simulator.workload.chunk_cost.ChunkCoster.chunk` in collect mode);
@@ -22,13 +22,13 @@ Seconds throughout.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .cost import Phase
-from .moe_layer import MoECost
-from .moe_part import EP_KEYS, PART_FIELDS
+from ..cost import Phase
+from .layer import MoECost
+from .part import EP_KEYS, PART_FIELDS
 
 _FIELD = {k: i for i, k in enumerate(PART_FIELDS)}
 _EP_FIELDS = [_FIELD[k] for k in ("dispatch", "combine", "permute", "router", "experts",
@@ -129,16 +129,15 @@ def _chunk_sums_rows(per_draw: np.ndarray, entry: np.ndarray, chunks: list[Chunk
 def stage_draw_uses(moe: MoECost, chunks: list[ChunkBase], runs: np.ndarray,
                     stages: int) -> np.ndarray:
     """How often each stage's forward (and backward) uses each pool draw, ``[stage, K]``:
-    one count per (MoE layer, micro-batch) the stage runs (``runs[chunk, mb]``)."""
+    one count per (MoE layer of a chunk, micro-batch the chunk runs: ``runs[chunk, mb]``).
+    Counted per chunk, not per layer: DualPipe holds every layer twice, once per
+    direction, on two stages."""
     table = moe.table
     k = len(table.rows)
-    stage_of = np.zeros(table.entry.shape[0], dtype=np.int64)  # each layer sits in one chunk
-    layer_runs = np.zeros(table.entry.shape, dtype=bool)
     rows = [table.layer_row[x[0]] for ch in chunks for x in ch.layers]
     chunk = np.repeat(np.arange(len(chunks)), [len(ch.layers) for ch in chunks])
-    stage_of[rows] = np.array([ch.s for ch in chunks], dtype=np.int64)[chunk]
-    layer_runs[rows] = runs[chunk]
-    keys = (stage_of[:, None] * k + table.entry)[layer_runs]
+    stage = np.array([ch.s for ch in chunks], dtype=np.int64)[chunk]
+    keys = (stage[:, None] * k + table.entry[rows])[runs[chunk]]
     return np.bincount(keys, minlength=stages * k).reshape(stages, k).astype(float)
 
 
@@ -199,6 +198,11 @@ def _add_totals(moe: MoECost, chunks: list[ChunkBase], runs: np.ndarray,
             totals[s][axis] += v
     parts = (moe.stacked(False) + moe.stacked(True))[_EP_FIELDS]  # [key, K]
     per_stage = stage_draw_uses(moe, chunks, runs, len(totals)) @ parts.T  # [stage, key]
+    # forwards re-run in the backward (recompute) are in the phases: count them too
+    again = [replace(ch, layers=[x for x in ch.layers if x[1]]) for ch in chunks]
+    if any(ch.layers for ch in again):
+        per_stage = per_stage + stage_draw_uses(moe, again, runs, len(totals)) \
+            @ moe.stacked(False)[_EP_FIELDS].T
     for s in sorted(set(stage.tolist())):
         for k, v in zip(EP_KEYS, per_stage[s].tolist(), strict=True):
             ep_totals[s][k] = ep_totals[s].get(k, 0.0) + v

@@ -30,10 +30,10 @@ from weakref import WeakKeyDictionary
 
 import numpy as np
 
-from ..collectives import collective_time
-from ..collectives.algorithms import alltoall_time_rows
-from ..hardware import Placement, Topology
-from ..moe.batch import LoadRows
+from ...collectives import collective_time
+from ...collectives.algorithms import alltoall_time_rows
+from ...hardware import Placement, Topology
+from ...moe.batch import LoadRows
 
 
 class Dispatcher:

@@ -17,9 +17,9 @@ its costs on itself instead. Keeping or dropping changes no number, only the tim
 
 from __future__ import annotations
 
-from ..hardware import Topology
-from ..moe.batch import LoadRows
-from .moe_draws import ByteLRU, clear_draw_tables
+from ...hardware import Topology
+from ...moe.batch import LoadRows
+from .draws import ByteLRU, clear_draw_tables
 
 # a slot holds at most two [11, K] stacks and 2 x 11 fields of K draws, some broadcast:
 # 8 bytes x 48 per draw bounds it

@@ -1,7 +1,7 @@
 """The step-to-step spread of the Monte-Carlo, against published runs.
 
 ``step_time_p50_s`` / ``step_time_p99_s`` come from seeded replays of the step with drawn
-variability (:func:`simulator.reliability.variability.sample_steps`). Its three constants
+variability (:func:`simulator.metrics.variability.sample_steps`). Its three constants
 were fitted on how the *mean* step grows with scale (:mod:`.scale_fit`), so the spread of
 single steps around that mean is a prediction, not a fit. dgxc-benchmarking publishes, for
 a few real jobs, the mean and the standard deviation of the step time over iterations 11-44
@@ -12,7 +12,7 @@ about ``1 / sqrt(2 (n - 1))``: 12 % for the published 34 steps.
 
 Run::
 
-    PYTHONPATH=$PWD python -m simulator.reliability.step_spread
+    PYTHONPATH=$PWD python -m simulator.validation.step_spread
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import yaml
 
 from ..api import resolve
 from ..hardware import Topology
-from ..validation.cases import DEFAULT_DIR, load_cases
+from .cases import DEFAULT_DIR, load_cases
 from ..workload.plan import build_plan
-from .variability import Variability, sample_steps
+from ..metrics.variability import Variability, sample_steps
 
 RUNS = DEFAULT_DIR / "step_spread" / "dgxc_examples.yaml"
 STEPS = 200  # Monte-Carlo steps per run (the relative standard error of the sd: 5 %)

@@ -1,0 +1,88 @@
+"""Training precisions as one type: a new number format is one entry of :data:`PRECISIONS`.
+
+A :class:`Precision` says everything the simulator asks of ``training.precision``:
+
+* ``element_bytes``: bytes of one GEMM operand, and of a GEMM input saved for the
+  backward (Transformer Engine keeps the FP8 copy), 2 for 16-bit formats, 1 for FP8;
+* ``peak``: the GPU peak MFU divides by (a key of the topology's ``peak_tflops``);
+* ``kernel``: the peak its GEMM kernels are timed at (fp16 GEMMs run at the bf16 rate
+  on the GPUs shipped), and ``efficiency``, the GPU field of their large-GEMM
+  efficiency ceiling;
+* ``casts``: the quantisation traffic around each scaled GEMM (:class:`Casts`, HBM
+  bytes per element; None for formats the GEMMs take as they are), costed by
+  :mod:`simulator.workload.fp8`; a scaled format also keeps its own weight copies
+  (:mod:`simulator.memory.states`);
+* ``recipes``: its scaling recipes (Megatron-Core ``--fp8-recipe``), and of them
+  ``job_wide_amax``, those whose amax reduction is a barrier of the whole TP x DP x CP
+  group at every ``fp8_autocast`` exit (:mod:`simulator.metrics.variability`).
+
+Cast bytes: Transformer Engine v1.11 (``transformer_engine/pytorch/module/linear.py``,
+``layernorm_linear.py``; kernels ``fp8_cast_transpose_fused``, ``fp8_transpose``): a
+plain linear's input is read in 16-bit (2 B) and written as row-wise and column-wise FP8
+(1 + 1 B); a norm-fused linear's input only gets its transpose (read 1 B, write 1 B);
+the output gradient as a plain input; a 16-bit weight as a plain input, an FP8 weight
+(``fp8_param_gather``) its transpose only; sequence-parallel all-gathers feeding an FP8
+linear move FP8 (half the 16-bit bytes); a routed expert's input is read in 16-bit and
+written row-wise (2 + 1 B). Units: bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Casts:
+    """HBM bytes per element of the quantisation kernels around one scaled linear."""
+
+    input: float  # plain linear input: read 16-bit, write row-wise + column-wise copies
+    input_transpose: float  # norm-fused linear input: the norm wrote it; transpose only
+    grad: float  # output gradient, as a plain input
+    weight: float  # 16-bit weight -> scaled weight + transpose, once per step
+    weight_transpose: float  # weight already scaled (fp8_param_gather): transpose only
+    gather_ratio: float  # bytes of a sequence-parallel all-gather over its 16-bit bytes
+    expert_input: float  # a routed expert's grouped-GEMM input: read 16-bit, write row-wise
+
+
+@dataclass(frozen=True)
+class Precision:
+    """One training precision (module docs)."""
+
+    name: str
+    element_bytes: float
+    peak: str
+    kernel: str
+    efficiency: str
+    casts: Casts | None = None
+    recipes: tuple[str, ...] = ()
+    job_wide_amax: tuple[str, ...] = ()
+
+    @property
+    def scaled(self) -> bool:
+        """Whether GEMMs need scaled copies of their operands (casts, weight copies)."""
+        return self.casts is not None
+
+
+FP8_CASTS = Casts(input=4.0, input_transpose=2.0, grad=4.0, weight=4.0,
+                  weight_transpose=2.0, gather_ratio=0.5, expert_input=3.0)
+
+PRECISIONS: dict[str, Precision] = {
+    "bf16": Precision("bf16", 2.0, peak="bf16", kernel="bf16", efficiency="gemm_efficiency"),
+    "fp16": Precision("fp16", 2.0, peak="fp16", kernel="bf16", efficiency="gemm_efficiency"),
+    "fp8": Precision("fp8", 1.0, peak="fp8", kernel="fp8", efficiency="fp8_gemm_efficiency",
+                     casts=FP8_CASTS, recipes=("delayed", "tensorwise", "mxfp8", "blockwise"),
+                     job_wide_amax=("delayed",)),
+}
+NAMES = tuple(PRECISIONS)
+RECIPES = tuple(dict.fromkeys(r for p in PRECISIONS.values() for r in p.recipes))
+
+
+def precision_of(name: str) -> Precision:
+    """The :class:`Precision` called ``name``; ConfigError if there is none."""
+    try:
+        return PRECISIONS[name]
+    except KeyError:
+        raise ConfigError("training.precision", name,
+                          f"one of {', '.join(PRECISIONS)}") from None
