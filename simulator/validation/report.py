@@ -161,9 +161,10 @@ def _largest(rows: list[Row], k: int = 3) -> list[str]:
 
 
 def render_markdown(rows: list[Row], figures: list[str] = (), analysis: str = "",
-                    cv: dict | None = None) -> str:
+                    cv: dict | None = None, pool: dict | None = None) -> str:
     """The whole report as Markdown text (deterministic: no dates, no timings); ``cv`` is
-    the cross-validation residual document (:mod:`~simulator.validation.crossval`)."""
+    the cross-validation residual document (:mod:`~simulator.validation.crossval`), ``pool``
+    the interval pool (:mod:`~simulator.validation.intervals`)."""
     summary = summarize(rows)
     broken = check_bars(summary)
     out = ["# Validation against published measurements", "",
@@ -175,6 +176,10 @@ def render_markdown(rows: list[Row], figures: list[str] = (), analysis: str = ""
            "Bars: " + ("all hold." if not broken else "BROKEN: " + "; ".join(broken)), ""]
     if cv:
         out += render_cv_section(cv)
+    if pool:
+        from .intervals import render as render_coverage  # intervals imports this module
+
+        out += render_coverage(pool)
     if any(r.case.category == "dense_step_time" for r in rows):
         out += ["Dense step time per GPU and precision (the dense bars are gated over all "
                 "dense cases and again over the FP8 cases alone):", "",
@@ -204,10 +209,11 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
 
 
 def write_report(rows: list[Row], out: str | Path, figures: list[str] = (),
-                 analysis_file: str | Path | None = None, cv: dict | None = None) -> Path:
+                 analysis_file: str | Path | None = None, cv: dict | None = None,
+                 pool: dict | None = None) -> Path:
     """Render and atomically write the Markdown report; returns its path."""
     analysis = ""
     if analysis_file is not None and Path(analysis_file).is_file():
         analysis = Path(analysis_file).read_text()
-    write_atomic(out, render_markdown(rows, figures, analysis, cv))
+    write_atomic(out, render_markdown(rows, figures, analysis, cv, pool))
     return Path(out)
