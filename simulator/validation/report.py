@@ -23,13 +23,17 @@ from .predict import predict
 # Accuracy bars (absolute relative error) per category; None = not gated.
 # Same numbers as tests/test_validation.py (the dense bars also gate the FP8 cases alone).
 BARS: dict[str, dict[str, float]] = {
-    "dense_step_time": {"median": 0.05, "max": 0.20},
+    "dense_step_time": {"median": 0.05, "max": 0.15},
     "moe_step_time": {"median": 0.10, "max": 0.20},
     "collective_busbw": {"max": 0.10},
     "layer_time": {"max": 0.10},
     "ep_alltoall": {"max": 0.15},
     "peak_memory": {"median": 0.10, "max": 0.20},
 }
+# Bars scored on a subset: the dense max on the held-out cases (no constant was fitted on them;
+# the never-fitted runs of validation/scaling/ and megatron_bridge/ meet it too:
+# tests/test_validation.py), not on the cases the constants were fitted with.
+BAR_SUBSET: dict[str, dict[str, str]] = {"dense_step_time": {"max": "held-out"}}
 TITLES = {"dense_step_time": "Dense training step time",
           "moe_step_time":
           "MoE training step time (Megatron-Bridge, NeMo AutoModel, NeMo; H100 and GB200)",
@@ -78,15 +82,15 @@ def summarize(rows: list[Row]) -> dict[str, dict[str, dict[str, float]]]:
 
 
 def check_bars(summary: dict[str, dict[str, dict[str, float]]]) -> list[str]:
-    """One line per bar broken (over all cases of the category); empty when all hold."""
+    """One line per bar broken (over all cases of the category, or the subset of
+    :data:`BAR_SUBSET`); empty when all hold."""
     broken = []
     for cat, bars in BARS.items():
-        s = summary.get(cat, {}).get("all")
-        if not s or not s["n"]:
-            continue
         for stat, limit in bars.items():
-            if s[stat] > limit:
-                broken.append(f"{cat}: {stat} |error| {s[stat]:.1%} > {limit:.0%}")
+            subset = BAR_SUBSET.get(cat, {}).get(stat, "all")
+            s = summary.get(cat, {}).get(subset)
+            if s and s["n"] and s[stat] > limit:
+                broken.append(f"{cat}: {stat} |error| ({subset}) {s[stat]:.1%} > {limit:.0%}")
     return broken
 
 
@@ -103,7 +107,9 @@ def _summary_table(summary) -> list[str]:
              "| held-out (n, median, max) | bar |", "|---|---|---|---|---|---|---|"]
     for cat, s in summary.items():
         a, t, h = s["all"], s["train"], s["held-out"]
-        bar = ", ".join(f"{k} <= {v:.0%}" for k, v in BARS.get(cat, {}).items()) or "not gated"
+        bar = ", ".join(f"{k} <= {v:.0%}" + (f" ({BAR_SUBSET[cat][k]})" if k in
+                                              BAR_SUBSET.get(cat, {}) else "")
+                        for k, v in BARS.get(cat, {}).items()) or "not gated"
         lines.append(f"| {cat} | {a['n']} | {a['median']:.1%} | {a['max']:.1%} | "
                      f"{t['n']}, {t['median']:.1%}, {t['max']:.1%} | "
                      f"{h['n']}, {h['median']:.1%}, {h['max']:.1%} | {bar} |")
