@@ -90,7 +90,8 @@ def check_bars(summary: dict[str, dict[str, dict[str, float]]]) -> list[str]:
             subset = BAR_SUBSET.get(cat, {}).get(stat, "all")
             s = summary.get(cat, {}).get(subset)
             if s and s["n"] and s[stat] > limit:
-                broken.append(f"{cat}: {stat} |error| ({subset}) {s[stat]:.1%} > {limit:.0%}")
+                where = "" if subset == "all" else f" ({subset})"
+                broken.append(f"{cat}: {stat} |error|{where} {s[stat]:.1%} > {limit:.0%}")
     return broken
 
 
