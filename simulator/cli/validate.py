@@ -32,8 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="exit 1 if an accuracy bar is broken")
     p.add_argument("--cv", action="store_true",
                    help="first rerun the cross-validation (refits per left-out group and "
-                   f"source, minutes) and rewrite {RESIDUALS.name}; without it the report "
-                   "quotes the committed residuals")
+                   f"source, minutes) and rewrite {RESIDUALS.name} and {POOL.name} (the "
+                   "interval pool); without it the report quotes the committed files")
 
 
 def _cv(args: argparse.Namespace) -> dict | None:
