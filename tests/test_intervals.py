@@ -85,3 +85,15 @@ def test_each_cross_validated_case_enters_once():
         == {"logo"}
     assert {r["scheme"] for r in recs if r["topology"] == "dgx-h100" and r["set"] == "cv"} \
         == {"loso"}
+
+
+def test_a_new_set_of_never_fitted_runs_folds_in(tmp_path):
+    # any folder of step-time cases under validation/ joins the pool under its own name
+    new = tmp_path / "other_stack"
+    new.mkdir()
+    src = next(d for d in external_dirs() if d.name == "megatron_bridge") / "dense.yaml"
+    (new / "runs.yaml").write_text(src.read_text())
+    (tmp_path / "step_spread").mkdir()  # not a case folder: skipped
+    recs = external_records(tmp_path)
+    assert recs and {r["set"] for r in recs} == {"other_stack"}
+    assert all(r["stack"] == "megatron" for r in recs)  # no training.stack: Megatron-Core
