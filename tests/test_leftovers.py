@@ -83,3 +83,40 @@ def test_sweep_workers_exit_when_their_parent_is_killed():
         for p in workers:
             if _running(p):
                 os.kill(p, signal.SIGKILL)
+
+
+WATCHER = """
+import sys, time
+from simulator.sweep.executors import watch_parent
+watch_parent(int(sys.argv[1]), period=0.05)
+print("watching", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_a_worker_whose_creator_died_before_it_started_exits():
+    # The race a SIGKILL can win: the pool's creator is gone before the worker's initializer
+    # runs. The initializer is handed the creator's PID, so it does not adopt the reaper as
+    # the parent to watch; it exits at once.
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", WATCHER, str(_dead_pid())], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "watching" not in proc.stdout
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_a_worker_of_another_parent_exits_when_its_creator_does():
+    # A forkserver's worker: its parent is the server, its creator another process.
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    creator = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    worker = subprocess.Popen([sys.executable, "-c", WATCHER, str(creator.pid)], env=env,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout.readline().strip() == "watching"
+        creator.kill()
+        creator.wait()
+        assert worker.wait(timeout=60) == 1  # a bound on waiting, not a timing assertion
+    finally:
+        creator.kill()
+        worker.kill()

@@ -7,6 +7,7 @@ import math
 import statistics
 
 import pytest
+from test_validation_moe import ROW_PLAN_MISSES
 
 from simulator.api import resolve
 from simulator.config import load_topology, load_workload
@@ -38,7 +39,10 @@ def test_every_published_step_time_run_fits(step_cases):
         if not rep.fits:
             over.append(f"{c.id}: {rep.explain()}")
     assert len(step_cases) >= 90
-    assert not over, "\n".join(over)
+    # Two Megatron-Bridge 25.11 rows run their table's plan (MBS 2 / VP 24 and MBS 4), where
+    # the release's preset sets MBS 1: on the row's plan they do not fit in 80 GB
+    # (tests/test_validation_moe.py ROW_PLAN_MISSES), which says the preset's plan ran.
+    assert {o.split(":")[0] for o in over} == set(ROW_PLAN_MISSES), "\n".join(over)
 
 
 def test_every_step_time_case_states_its_recipe(step_cases):

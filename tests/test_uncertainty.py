@@ -1,9 +1,9 @@
-"""Intervals on predictions from cross-validated residuals (simulator/metrics/uncertainty.py)."""
+"""Intervals from out-of-sample errors (simulator/metrics/uncertainty.py), on synthetic pools
+where the answer is known, and through the public API and CLI."""
 
 from __future__ import annotations
 
 import ast
-import json
 import math
 from pathlib import Path
 
@@ -12,102 +12,122 @@ import pytest
 from simulator import simulate
 from simulator.cli.main import main
 from simulator.metrics import uncertainty
-from simulator.metrics.uncertainty import conformal_q, interval, load_residuals
+from simulator.metrics.uncertainty import (
+    MIN_GROUPS,
+    Plan,
+    band,
+    bias,
+    group_quantile,
+    interval,
+)
 
 H100 = "H100-SXM5-80GB"
+TERMS = {"release": 0.02, "precision": 0.05, "scale": 0.01, "gpu": 0.15, "plan": 0.05,
+         "stack": 0.15}
 
 
-def _rec(err, scheme="logo", gpu=H100, prec="bf16", n=64, cat="dense_step_time", **axes):
-    return {"error": err, "scheme": scheme, "gpu": gpu, "precision": prec, "num_gpus": n,
-            "category": cat, "topology": gpu, "fold": "f",
-            "axes": {"tp": 8, "pp": 4, "cp": 1, "ep": 1, "vp": 1, **axes}}
+def _rec(err, group, gpu=H100, prec="bf16", n=64, cat="dense_step_time", stack="megatron",
+         seq=4096, schedule="1f1b", dispatcher=""):
+    return {"error": math.expm1(err), "group": group, "gpu": gpu, "precision": prec,
+            "num_gpus": n, "category": cat, "stack": stack, "seq_length": seq,
+            "schedule": schedule, "dispatcher": dispatcher}
 
 
-@pytest.fixture
-def synthetic(tmp_path):
-    res = [_rec(e) for e in (0.01, -0.02, 0.03, -0.04, 0.05)]
-    res += [_rec(e, n=512) for e in (0.0, 0.01)]
-    res += [_rec(e, scheme="loso") for e in (0.02, -0.03)]
-    res += [_rec(0.1, gpu="A100"), _rec(0.2, "loso", "A100"), _rec(-0.2, "loso", "A100")]
-    res += [_rec(0.01, gpu="GB200"), _rec(0.3, "loso", "GB200")]  # LOSO on borrowed constants
-    res += [_rec(e, scheme="unseen_gpu") for e in (0.3, -0.1, 0.25)]
-    folds = [{"scheme": "loso", "topology": "GB200", "fold": "f", "donor": H100}]
-    path = tmp_path / "r.json"
-    path.write_text(json.dumps({"residuals": res, "folds": folds}))
-    return path
+def _pool(errors, **kw):
+    """One record per group, log errors ``errors``."""
+    return [_rec(e, f"g{i}", **kw) for i, e in enumerate(errors)]
 
 
-def test_conformal_quantile_is_the_ceil_n_plus_1_rank():
-    errs = [0.01, -0.02, 0.03, 0.04, -0.05, 0.06, 0.07, 0.08, 0.09]
-    # n = 9, coverage 0.8: rank ceil(10 * 0.8) = 8 -> |log(1.08)|
-    assert conformal_q(errs, 0.8) == pytest.approx(math.log1p(0.08))
-    assert conformal_q(errs[:3], 0.8) == pytest.approx(math.log1p(0.03))  # rank > n: largest
+PLAN = Plan("dense_step_time", H100, "bf16", 64, 4096, "", "1f1b")
 
 
-def test_inside_the_validated_space(synthetic):
-    iv = interval(10.0, "dense_step_time", H100, "bf16", 128, {"tp": 8, "pp": 4},
-                  path=synthetic)
-    # out-of-group and out-of-source residuals of the stratum
-    q = conformal_q([0.01, -0.02, 0.03, -0.04, 0.05, 0.0, 0.01, 0.02, -0.03])
-    assert (iv.low, iv.high) == pytest.approx((10 * math.exp(-q), 10 * math.exp(q)))
-    assert iv.notes == () and "9 cross-validated residuals" in iv.basis
+def test_group_quantile_is_the_conformal_rank_with_each_group_once():
+    # 9 groups of one record: level 0.8 * (1 + 1/9) = 0.889 -> the 8th smallest of 9
+    scores = [0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09]
+    assert group_quantile(_pool(scores), 0.0) == pytest.approx(0.08)
+    # a group of 100 near twins weighs what one record does (unweighted: rank 89 of 108, 0.01)
+    twins = _pool(scores) + [_rec(0.01, "g0") for _ in range(99)]
+    assert group_quantile(twins, 0.0) == pytest.approx(0.08)
 
 
-def test_a_single_source_gpu_borrows_the_out_of_source_spread(synthetic):
-    # GB200's only LOSO residual ran on borrowed constants (an unseen GPU, not a new source):
-    # it is replaced by the other GPUs' genuine out-of-source residuals.
-    iv = interval(10.0, "dense_step_time", "GB200", "bf16", 64, {"tp": 8}, path=synthetic)
-    assert "other GPUs" in iv.basis and "5 cross-validated" in iv.basis
-    assert iv.high == pytest.approx(10 / 0.8)  # the largest of 5: |log(1 - 0.2)|
+def test_bias_is_corrected_only_when_the_group_means_say_so():
+    shifted = _pool([0.04, 0.05, 0.03, 0.06, 0.04, 0.05, 0.03, 0.04, 0.05])
+    assert bias(shifted) == pytest.approx(0.0433, abs=1e-3)
+    noisy = _pool([0.04, -0.05, 0.03, -0.06, 0.04, -0.05, 0.03, -0.04, 0.05])
+    assert bias(noisy) == 0.0
+    b, q, claim, _, notes = band(shifted, TERMS, PLAN)
+    assert b == pytest.approx(bias(shifted)) and claim == 0.8 and notes == ()
+    # centred on the bias: the interval of a +4 % biased model sits below the prediction
+    assert 10 * math.exp(-b + q) < 10.0  # every shifted group predicted high
+    assert band(noisy, TERMS, PLAN)[0] == 0.0
 
 
-def test_one_step_away_widens_and_says_why(synthetic):
-    cp = interval(10.0, "dense_step_time", H100, "bf16", 128, {"tp": 8, "cp": 2},
-                  path=synthetic)
-    assert cp.high > 10 * math.exp(0.05) and "CP" in cp.notes[0]
-    gpu = interval(10.0, "dense_step_time", "B300", "bf16", 128, {"tp": 8}, path=synthetic)
-    assert "unseen GPU" in gpu.basis and gpu.high == pytest.approx(10 * 1.3)
-    assert "B300 has no validated dense case" in gpu.notes[0]
-    big = interval(10.0, "dense_step_time", H100, "bf16", 4096, {"tp": 8}, path=synthetic)
-    assert "validated 64-512" in big.notes[0] and big.low is not None
+def test_fewer_groups_than_the_minimum_claim_no_coverage():
+    few = _pool([0.01 * i for i in range(MIN_GROUPS - 1)])
+    _, q, claim, _, notes = band(few, TERMS, PLAN)
+    assert q is not None and claim is None and any("coverage unknown" in n for n in notes)
+    enough = _pool([0.01 * i for i in range(MIN_GROUPS)])
+    assert band(enough, TERMS, PLAN)[2] == 0.8
 
 
-def test_far_outside_gives_no_interval(synthetic):
-    far = interval(10.0, "dense_step_time", "B300", "bf16", 128, {"tp": 8, "cp": 4},
-                   path=synthetic)
-    assert far.low is None and far.high is None and "far outside" in far.notes[0]
-    huge = interval(10.0, "dense_step_time", H100, "bf16", 64 * 512, {"tp": 8},
-                    path=synthetic)
-    assert huge.low is None
-    moe = interval(10.0, "moe_step_time", H100, "bf16", 64, {"tp": 8}, path=synthetic)
-    assert moe.low is None  # no MoE residuals at all
+@pytest.mark.parametrize("change, term", [
+    ({"gpu": "B300"}, "gpu"), ({"precision": "fp4"}, "precision"),
+    ({"schedule": "dualpipe"}, "plan"), ({"stack": "torchtitan"}, "stack"),
+    ({"num_gpus": 1024}, "scale"), ({"seq_length": 32768}, "plan")])
+def test_each_dimension_outside_the_validated_space_widens_and_drops_the_claim(change, term):
+    pool = _pool([0.01 * (-1) ** i * i for i in range(12)])
+    b0, q0, c0, _, _ = band(pool, TERMS, PLAN)
+    far = Plan(**{**PLAN.__dict__, **change})
+    b, q, claim, _, notes = band(pool, TERMS, far)
+    z = 1.2815515655446004  # the 90th percentile of the normal
+    if "stack" in change:  # another stack: the stack's (empty) stratum borrows the pool
+        assert q >= math.sqrt(q0 ** 2 + (z * TERMS["stack"]) ** 2) - 1e-12
+    else:
+        assert q == pytest.approx(math.sqrt(q0 ** 2 + (z * TERMS[term]) ** 2))
+    assert c0 == 0.8 and claim is None
+    assert any("widened" in n and str(list(change.values())[0]) in n for n in notes)
 
 
-def test_committed_intervals_cover_left_out_sources_at_about_their_rate():
-    # Each out-of-source dense residual judged by an interval built as for a user's plan but
-    # from the residuals of the *other sources* only: the coverage a new source would get.
-    res = [r for r in load_residuals() if r["category"] == "dense_step_time"
-           and r["scheme"] in ("logo", "loso") and (r["scheme"] == "logo" or r["new_source"])]
-    hits = []
-    for r in (r for r in res if r["scheme"] == "loso"):
-        others = [o["error"] for o in res if o["source"] != r["source"] and o["gpu"] == r["gpu"]
-                  and o["precision"] == r["precision"]]
-        if len(others) >= 4:
-            hits.append(abs(math.log1p(r["error"])) <= conformal_q(others))
-    assert len(hits) >= 40
-    assert 0.6 <= sum(hits) / len(hits) <= 0.97, sum(hits) / len(hits)
+def test_far_beyond_the_validated_scale_gives_no_interval():
+    pool = _pool([0.01 * i for i in range(12)])
+    _, q, claim, _, notes = band(pool, TERMS, Plan(**{**PLAN.__dict__, "num_gpus": 64 * 17}))
+    assert q is None and claim is None and "far outside" in notes[0]
+    assert band([], TERMS, PLAN)[1] is None
+
+
+def test_a_borrowed_pool_is_never_narrower_than_the_categorys_own_errors():
+    dense = _pool([0.01] * 12)
+    moe = [_rec(e, f"m{i}", cat="moe_step_time") for i, e in enumerate((0.2, -0.2, 0.1))]
+    _, q, claim, _, notes = band(dense + moe, TERMS, Plan(**{**PLAN.__dict__,
+                                                              "category": "moe_step_time"}))
+    assert q >= 0.2 - 1e-12 and claim is None and "fewer than" in notes[0]
 
 
 def test_result_api_and_cli_carry_the_interval(capsys):
     r = simulate("llama3-8b", "dgx-h100")
     iv = r.step_time_interval_s
     assert iv["low"] < r.step_time_s < iv["high"] and r.interval_coverage == 0.8
+    assert "groups" in r.interval_basis and "bias" in r.interval_basis
     assert r.tokens_per_s_interval["low"] == pytest.approx(r.tokens_per_s * r.step_time_s
                                                            / iv["high"])
     assert r.mfu_interval["high"] == pytest.approx(r.mfu * r.step_time_s / iv["low"])
     assert main(["run", "llama3-8b", "-t", "dgx-h100"]) == 0
     out = capsys.readouterr().out
     assert f"({iv['low']:#.3g}-{iv['high']:#.3g} s, 80 %)" in out
+
+
+def test_a_plan_outside_the_validated_space_says_coverage_unknown(capsys):
+    r = simulate("mixtral-8x7b", "dgx-h100")  # MoE: fewer than MIN_GROUPS H100 groups
+    assert r.interval_coverage is None and r.step_time_interval_s["low"] is not None
+    assert any("coverage unknown" in n for n in r.notes)
+    assert main(["run", "mixtral-8x7b", "-t", "dgx-h100"]) == 0
+    assert "coverage unknown)" in capsys.readouterr().out
+
+
+def test_the_committed_pool_is_used_and_the_plan_key_matters():
+    a = interval(10.0, PLAN)
+    b = interval(10.0, Plan(**{**PLAN.__dict__, "gpu": "no-such-gpu"}))
+    assert a.coverage == 0.8 and b.coverage is None and b.high - b.low > a.high - a.low
 
 
 def test_uncertainty_module_is_cheap_to_import():
@@ -117,4 +137,4 @@ def test_uncertainty_module_is_cheap_to_import():
     names |= {n.module.split(".")[0] for n in ast.walk(tree)
               if isinstance(n, ast.ImportFrom) and n.module}
     assert not names & {"pandas", "scipy", "simulator"}
-    assert uncertainty.RESIDUALS.is_file()
+    assert uncertainty.POOL.is_file()

@@ -4,8 +4,11 @@ Cases are read from the repository's ``validation/`` folder (sources and assumpt
 ``validation/README.md``); ``clustersim validate`` writes the same numbers to
 ``reports/validation.md``. Bars (absolute relative error, predicted / measured - 1):
 
-* dense training step times: median <= 5 %, no case worse than 20 %, over all cases and
-  again over the FP8 cases alone (so a good bf16 fit cannot hide a bad FP8 one);
+* dense training step times: median <= 5 % over all cases and again over the FP8 cases alone
+  (so a good bf16 fit cannot hide a bad FP8 one); no case worse than 15 % among those no
+  constant was fitted on: the held-out third (32 cases) and every never-fitted run of
+  ``validation/scaling/`` and ``validation/megatron_bridge/`` (133 runs). Until 2026-12-02 the
+  max bar was 20 %, scored over all cases, fitted ones included (worst 9.2 %);
 * NCCL bus bandwidth: every measured point within 10 %;
 * the 22B layer of Korthikanti et al. 2022 (forward and backward, every experiment): 10 %.
 
@@ -28,8 +31,9 @@ import pytest
 
 from simulator.validation import load_cases, run_cases
 from simulator.validation.cases import DEFAULT_DIR, precision
+from simulator.validation.intervals import external_dirs
 
-STEP_MEDIAN, STEP_MAX, BUSBW_MAX, LAYER_MAX = 0.05, 0.20, 0.10, 0.10
+STEP_MEDIAN, STEP_MAX, BUSBW_MAX, LAYER_MAX = 0.05, 0.15, 0.10, 0.10
 
 
 def _ids(cases):
@@ -56,16 +60,19 @@ def test_dense_step_time_median_error(dense_rows):
     assert statistics.median(errs) <= STEP_MEDIAN, f"median |error| {statistics.median(errs):.1%}"
 
 
-def test_dense_step_time_no_case_beyond_max(dense_rows):
-    worst = [f"{r.case.id}: measured {r.case.measured:.3f} s, predicted {r.predicted:.3f} s "
-             f"({r.error:+.1%})" for r in dense_rows if abs(r.error) > STEP_MAX]
-    assert not worst, "; ".join(worst)
+@pytest.fixture(scope="module")
+def never_fitted_rows():
+    """Dense runs of the sets under validation/ no constant is fitted on (about 3 s)."""
+    return run_cases([c for d in external_dirs() for c in load_cases(d, ["dense_step_time"])])
 
 
-def test_dense_held_out_cases_are_reported_and_within_max(dense_rows):
+def test_dense_max_error_over_the_cases_no_constant_was_fitted_on(dense_rows,
+                                                                   never_fitted_rows):
     held = [r for r in dense_rows if r.case.holdout]
-    assert len(held) >= len(dense_rows) // 4
-    assert max(abs(r.error) for r in held) <= STEP_MAX
+    assert len(held) >= len(dense_rows) // 4 and len(never_fitted_rows) >= 130
+    worst = [f"{r.case.id}: measured {r.case.measured:.3f} s, predicted {r.predicted:.3f} s "
+             f"({r.error:+.1%})" for r in held + never_fitted_rows if abs(r.error) > STEP_MAX]
+    assert not worst, "; ".join(worst)
 
 
 def test_fp8_step_times_meet_the_dense_bars(dense_rows):
@@ -73,7 +80,8 @@ def test_fp8_step_times_meet_the_dense_bars(dense_rows):
     assert len(fp8) >= 25 and any(r.case.holdout for r in fp8)
     median = statistics.median(abs(r.error) for r in fp8)
     assert median <= STEP_MEDIAN, f"fp8 median |error| {median:.1%}"
-    worst = [f"{r.case.id}: {r.error:+.1%}" for r in fp8 if abs(r.error) > STEP_MAX]
+    worst = [f"{r.case.id}: {r.error:+.1%}" for r in fp8 if r.case.holdout
+             and abs(r.error) > STEP_MAX]
     assert not worst, "; ".join(worst)
 
 

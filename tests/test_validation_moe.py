@@ -25,6 +25,18 @@ from simulator.validation import load_cases, run_cases
 
 MOE_MEDIAN, MOE_MAX, EP_MAX = 0.10, 0.20, 0.15
 CASES = load_cases(categories=["moe_step_time"])
+# Cases that run their table row's plan where the Megatron-Bridge preset of the same release
+# sets another (validation/moe_step_time.yaml notes): the model is far off on the row's plan
+# and predicts it does not fit in 80 GB, where the preset's plan was +14.0 % / -12.6 %. The
+# row's plan is kept and the error shown; what is missing is which plan ran, not a constant.
+ROW_PLAN_MISSES = {
+    "moe-mbridge2511-qwen3-30b-h100-16g-fp8":
+        "table row MBS 2 / VP 24: 14.75 s predicted against 24.85 s (-40.6 %), and 89 GB on "
+        "an 80 GB GPU; the preset's MBS 1 / VP 12 gives +14.0 %",
+    "moe-mbridge2511-gpt-oss-120b-h100-64g-bf16":
+        "table row MBS 4: 4.64 s predicted against 5.82 s (-20.2 %), and 116 GB on an 80 GB "
+        "GPU; the preset's MBS 1 gives -12.6 %",
+}
 EP_CASES = load_cases(categories=["ep_alltoall"])
 PUBLISHERS = ("NVIDIA-NeMo/Megatron-Bridge", "NVIDIA-NeMo/Automodel", "NVIDIA NeMo Framework")
 
@@ -48,7 +60,9 @@ def test_moe_median_error(rows):
     assert med <= MOE_MEDIAN, f"median |error| {med:.1%}"
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("case", [
+    pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=ROW_PLAN_MISSES[c.id]))
+    if c.id in ROW_PLAN_MISSES else c for c in CASES], ids=[c.id for c in CASES])
 def test_moe_case_within_max(case, rows):
     (row,) = [r for r in rows if r.case.id == case.id]  # the module's one run of each case
     assert abs(row.error) <= MOE_MAX, (

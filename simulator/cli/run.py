@@ -62,11 +62,14 @@ def _causal(r: Result) -> str:
 
 
 def _band(r: Result) -> str:
-    """' (14.9-16.2 s, 80 %)': the cross-validated interval, or nothing (a note says why)."""
+    """' (14.9-16.2 s, 80 %)': the out-of-sample interval ('coverage unknown' outside the
+    validated space), or nothing (a note says why)."""
     iv = r.step_time_interval_s
     if not iv or iv["low"] is None:
         return ""
-    return f"  ({iv['low']:#.3g}-{iv['high']:#.3g} s, {r.interval_coverage * 100:.0f} %)"
+    cov = "coverage unknown" if r.interval_coverage is None \
+        else f"{r.interval_coverage * 100:.0f} %"
+    return f"  ({iv['low']:#.3g}-{iv['high']:#.3g} s, {cov})"
 
 
 def _instances(plan: dict) -> str:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..metrics.uncertainty import RESIDUALS
+from ..metrics.uncertainty import POOL, RESIDUALS, load_pool
 from ..validation import crossval
 from ..validation.cases import CATEGORIES, DEFAULT_DIR, load_cases
 from ..validation.cv_report import check_cv_bars, select, stats
@@ -32,8 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="exit 1 if an accuracy bar is broken")
     p.add_argument("--cv", action="store_true",
                    help="first rerun the cross-validation (refits per left-out group and "
-                   f"source, minutes) and rewrite {RESIDUALS.name}; without it the report "
-                   "quotes the committed residuals")
+                   f"source, minutes) and rewrite {RESIDUALS.name} and {POOL.name} (the "
+                   "interval pool); without it the report quotes the committed files")
 
 
 def _cv(args: argparse.Namespace) -> dict | None:
@@ -57,7 +57,15 @@ def run(args: argparse.Namespace) -> int:
 
         figures = write_figures(rows, args.figures or out.parent / "figures")
     analysis = Path(args.cases) / "analysis.md"
-    write_report(rows, out, [str(f) for f in figures], analysis, cv)
+    pool = None
+    if cv and args.cv:  # the pool holds the cross-validation's errors: rebuild it too
+        from ..validation import intervals
+
+        pool = intervals.build()
+        intervals.write(pool)
+    elif cv and POOL.is_file():
+        pool = load_pool()
+    write_report(rows, out, [str(f) for f in figures], analysis, cv, pool)
     summary = summarize(rows)
     for cat, s in summary.items():
         a, h = s["all"], s["held-out"]

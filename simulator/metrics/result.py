@@ -14,7 +14,7 @@ from ..hardware import Topology
 from ..shape.model_params import model_params
 from ..workload.plan import Plan
 from .flops import executed_flops_per_step, kept_fraction, model_flops_per_step
-from .uncertainty import COVERAGE, interval
+from .uncertainty import COVERAGE, DEFAULT_STACK, Plan, interval
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
 CAUSAL_GAP = 0.10  # MFU over causal MFU above 1 + this: say so beside the headline
@@ -64,7 +64,8 @@ class Result:
     step_time_interval_s: dict[str, float | None] | None = None
     tokens_per_s_interval: dict[str, float | None] | None = None
     mfu_interval: dict[str, float | None] | None = None
-    interval_coverage: float = COVERAGE
+    # the nominal rate, or None where the out-of-sample pool cannot vouch for it (a note)
+    interval_coverage: float | None = COVERAGE
     interval_basis: str = ""
     # Percentiles of the step over a seeded Monte-Carlo of per-GPU jitter, slow nodes and
     # host noise (simulator.metrics.variability; `run --variability`); without that
@@ -181,9 +182,11 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
                      "(host_bound_fraction; training.cuda_graph_impl would cut launches)")
     p = w.parallelism
     moe = w.model.moe is not None
-    band = interval(step, "moe_step_time" if moe else "dense_step_time", topo.gpu.name,
-                    w.training.precision, n, {"tp": p.tensor, "pp": p.pipeline,
-                                              "cp": p.context, "ep": p.expert, "vp": p.vp})
+    band = interval(step, Plan(
+        "moe_step_time" if moe else "dense_step_time", topo.gpu.name, w.training.precision,
+        n, w.model.seq_length, w.model.moe.token_dispatcher_type if moe else "",
+        p.pipeline_schedule if p.pipeline > 1 else "none",
+        getattr(w.training, "stack", None) or DEFAULT_STACK))
     ranges = _ranges(band.low, band.high, tokens, flops / (n * peak))
     return Result(
         workload=w.model.name, topology=topo.name, num_gpus=n, plan=_plan_dict(plan),

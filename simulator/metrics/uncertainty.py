@@ -1,160 +1,217 @@
-"""An interval on every prediction, from cross-validated residuals.
+"""An interval on every prediction, from errors on runs no constant was fitted on.
 
-``cv_residuals.json`` (beside this module; regenerate with ``python -m
-simulator.validation.crossval``) holds, for every published step time, the simulator's error
-when the GPU constants were refitted *without* that case's group (``logo``), without its source
-(``loso``), with another GPU's constants (``unseen_gpu``), or as is for categories no constant
-is refitted to (``fixed``: MoE step times; a case some constant was fitted on is marked
-``in_sample`` and used only to bound the validated space, never as an error). A new
-prediction borrows the residuals of the nearest validated category:
+The *pool* (``interval_pool.json`` beside this module; rebuilt by ``python -m
+simulator.validation.intervals``, never by this module) holds one signed error per published
+run that no constant saw: the later-release H100 tables of ``validation/scaling/``, the
+Megatron-Bridge runs of ``validation/megatron_bridge/`` (and any other such set under
+``validation/``), every dense case scored with its source (else its group) left out of the
+refit (``cv_residuals.json``), and the MoE runs no constant was fitted on. Each record carries
+what the distance below is measured on: stack (``megatron`` when a case names none), GPU,
+precision, sequence length, GPU count, MoE dispatcher and pipeline schedule, and its *group*
+(one model and plan family from one source: rows of one group are near twins).
 
-1. same category (dense / MoE), GPU and precision: its leave-one-group-out residuals and its
-   leave-one-source-out ones (a user's run is, in effect, a new source: another software
-   stack, cluster and plan); a GPU whose cases all come from one source borrows the other
-   GPUs' leave-one-source-out residuals instead;
-2. a GPU with cases but not in this precision: that GPU's residuals in every precision;
-3. an unseen GPU: the ``unseen_gpu`` residuals (constants carried over from another GPU);
-4. a parallel axis (TP, PP, CP, EP, VP) used by the plan but by no validated case of the
-   category on that GPU: the leave-one-source-out residuals are added (a new kind of plan
-   is more like a new source than a new group);
-5. a GPU count more than :data:`SCALE_STEP` times beyond the validated range: one more step.
+For a plan, with ``e = log(predicted / measured)``:
 
-More than one step away, or beyond :data:`FAR_SCALE`, is *far outside* the validated space:
-no interval, a note says why. The interval is split-conformal on the log error: with the
-``n`` residuals ``r_i = |log(1 + e_i)|``, ``q`` is the ``ceil((n + 1) * coverage)``-th
-smallest (the largest when that exceeds ``n``) and the interval is ``[t e^-q, t e^q]``,
-which covers a new exchangeable case with probability >= ``coverage`` (Vovk et al. 2005;
-Lei et al. 2018, "Distribution-free predictive inference for regression").
+1. *stratum*: the pool's records of the plan's stack and category (dense / MoE); with fewer
+   than :data:`MIN_GROUPS` groups, the stack's records of every category, then the whole pool
+   (then the half-width is at least that of the category's own records, step 3);
+2. *bias*: ``b`` = the mean of the group means of ``e``, kept when it is more than two
+   standard errors (of the group means) from 0, else 0;
+3. *group-level split conformal* (pooled CDFs, Dunn, Wasserman and Ramdas 2022,
+   "Distribution-free prediction sets for two-layer hierarchical models", JASA): scores
+   ``|e - b|``, each record weighted ``1 / (n_group * G)`` so that every group counts once;
+   ``q`` is the weighted ``(1 - a)(1 + 1/G)`` quantile. For ``G`` exchangeable groups the
+   coverage lies in ``[1 - a, 1 - a + 1/(G + 1)]`` (Lei et al. 2018, Thm 2.2), hence
+   :data:`MIN_GROUPS` = 9: below it the upper end passes 90 % and the rate is not claimed;
+4. *distance*: each dimension in which the plan lies outside the stratum (a GPU, precision,
+   dispatcher, schedule or stack not in it; a sequence length or GPU count more than
+   :data:`STEP` times beyond its range) adds a variance term in quadrature,
+   ``q' = sqrt(q^2 + sum (z_{1-a/2} s_d)^2)``, with ``s_d`` measured when the pool is built
+   (``terms``: the error change across GPUs, precisions and scales, the release-to-release
+   spread of one plan, the between-plan spread) and named in the notes;
+5. the interval is ``[t e^(-b - q'), t e^(-b + q')]``. Its ``coverage`` is the nominal rate
+   only inside the validated space of a stratum of at least :data:`MIN_GROUPS` groups;
+   otherwise, or when the plan's GPU has fewer than :data:`MIN_GROUPS` groups in it, ``None``
+   (unknown: the interval is a best estimate, a note says why). More than
+   :data:`FAR_SCALE` times beyond the validated GPU counts, no interval.
 
-Cheap: one JSON read per process, no refit, no pandas.
+Cheap: one JSON read per process, no refit, no pandas, no simulator import.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
-RESIDUALS = Path(__file__).with_name("cv_residuals.json")
+POOL = Path(__file__).with_name("interval_pool.json")
+RESIDUALS = Path(__file__).with_name("cv_residuals.json")  # written by validation.crossval
 COVERAGE = 0.8
-SCALE_STEP = 2.0  # x beyond the validated GPU counts: one step away
-FAR_SCALE = 16.0  # x beyond: far outside
-AXES = ("tp", "pp", "cp", "ep", "vp")
+MIN_GROUPS = 9
+STEP = 2.0  # x beyond a validated range (GPU count, sequence length): one step away
+FAR_SCALE = 16.0  # x beyond the validated GPU counts: no interval
+DEFAULT_STACK = "megatron"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the interval keys on; ``stack`` is the training software (Megatron-Core when a
+    workload names none), ``schedule`` the pipeline schedule (``none`` without PP)."""
+
+    category: str
+    gpu: str
+    precision: str
+    num_gpus: int
+    seq_length: int = 0
+    dispatcher: str = ""
+    schedule: str = ""
+    stack: str = DEFAULT_STACK
 
 
 @dataclass(frozen=True)
 class Interval:
-    """``low``/``high`` step time, s (None when far outside), its coverage and basis."""
+    """``low``/``high`` step time, s (None when far outside); ``coverage`` the nominal rate,
+    or None where the pool cannot vouch for it; ``bias`` and ``half_width`` in log space."""
 
     low: float | None
     high: float | None
-    coverage: float
+    coverage: float | None
     basis: str
     notes: tuple[str, ...] = ()
+    bias: float = 0.0
+    half_width: float | None = None
 
 
 @lru_cache(maxsize=4)
-def load_residuals(path: str | Path = RESIDUALS) -> tuple[dict[str, Any], ...]:
-    """The residual records of the committed file (empty if it is missing), each with
-    ``new_source``: a leave-one-source-out residual whose GPU kept constants fitted on its
-    own cases (not borrowed from another GPU), or a category with no fitted constants."""
+def load_pool(path: str | Path = POOL) -> dict[str, Any]:
+    """The committed pool (``{"records": [], "terms": {}}`` if it is missing)."""
     p = Path(path)
     if not p.is_file():
-        return ()
-    doc = json.loads(p.read_text())
-    borrowed = {(f["scheme"], f["topology"], f["fold"]) for f in doc.get("folds", ())
-                if f.get("donor")}
-    return tuple({**r, "new_source": (r["scheme"] == "fixed" and not r.get("in_sample")) or (
-        r["scheme"] == "loso" and (r["scheme"], r["topology"], r["fold"]) not in borrowed)}
-        for r in doc["residuals"])
+        return {"records": [], "terms": {}}
+    return json.loads(p.read_text())
 
 
-def conformal_q(errors: list[float], coverage: float = COVERAGE) -> float:
-    """Split-conformal half-width in log space for relative errors ``errors``."""
-    r = sorted(abs(math.log1p(e)) for e in errors)
-    k = math.ceil((len(r) + 1) * coverage)
-    return r[min(k, len(r)) - 1]
+def log_error(r: dict) -> float:
+    return math.log1p(r["error"])
 
 
-def _known_gpu(cat: list, on_gpu: list, precision: str, label: str, gpu: str
-               ) -> tuple[list, str, list[str]]:
-    """A GPU with validated cases: its out-of-group and out-of-source residuals (a user's
-    run is a new source); other GPUs' out-of-source ones when it has a single source."""
-    steps = []
-    stratum = [r for r in on_gpu if r["precision"] == precision]
-    basis = f"{label} {gpu} {precision}"
-    if not stratum:
-        stratum, basis = on_gpu, f"{label} {gpu}, all precisions"
-        steps.append(f"no validated {label} {precision} case on {gpu}")
-    chosen = [r for r in stratum if r["scheme"] == "logo" or r["new_source"]]
-    if not any(r["scheme"] == "loso" and r["new_source"] for r in stratum) and \
-            any(r["scheme"] == "logo" for r in stratum):
-        chosen += [r for r in cat if r["scheme"] == "loso" and r["new_source"]]
-        basis += " + other GPUs' out-of-source"
-    return chosen, basis, steps
+def _groups(records: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        out[r["group"]].append(r)
+    return out
 
 
-def _select(res, category, gpu, precision, num_gpus, axes) -> tuple[list, str, list[str]]:
-    """(residuals, basis, why-it-is-a-step-away notes); residuals empty when far outside."""
-    cat = [r for r in res if r["category"] == category]
-    own = [r for r in cat if r["scheme"] in ("logo", "fixed")]
-    on_gpu = [r for r in cat if r["gpu"] == gpu and r["scheme"] != "unseen_gpu"]
-    label = category.replace("_step_time", "")
-    if on_gpu:
-        chosen, basis, steps = _known_gpu(cat, on_gpu, precision, label, gpu)
-        ref = [r for r in own if r["gpu"] == gpu]
-    else:
-        chosen = [r for r in cat if r["scheme"] == "unseen_gpu"]
-        basis = f"{label}, unseen GPU (constants from another GPU)"
-        steps, ref = [f"{gpu} has no validated {label} case"], own
-    new_axes = [a for a in AXES if axes.get(a, 1) > 1
-                and not any(r["axes"].get(a, 1) > 1 for r in ref)]
-    if new_axes:
-        steps.append("parallel axis " + ", ".join(a.upper() for a in new_axes)
-                     + f" not in any validated {label} plan")
-        chosen = chosen + [r for r in cat if r["scheme"] == "loso" and r["new_source"]
-                           and r not in chosen]
-    lo = min((r["num_gpus"] for r in ref), default=num_gpus)
-    hi = max((r["num_gpus"] for r in ref), default=num_gpus)
-    ratio = max(num_gpus / hi, lo / num_gpus)
-    if ratio > SCALE_STEP:
-        steps.append(f"{num_gpus} GPUs, validated {lo}-{hi}")
-    if len(steps) > 1 or ratio > FAR_SCALE or not chosen:
-        return [], basis, steps
-    return chosen, basis, steps
+def bias(records: list[dict]) -> float:
+    """Mean of the group means of the log error when it is > 2 standard errors from 0."""
+    means = [sum(map(log_error, g)) / len(g) for g in _groups(records).values()]
+    if len(means) < 2:
+        return 0.0
+    b = sum(means) / len(means)
+    sd = math.sqrt(sum((m - b) ** 2 for m in means) / (len(means) - 1))
+    return b if abs(b) > 2 * sd / math.sqrt(len(means)) else 0.0
 
 
-def interval(step_time_s: float, category: str, gpu: str, precision: str, num_gpus: int,
-             axes: dict[str, int], coverage: float = COVERAGE,
-             path: str | Path = RESIDUALS) -> Interval:
-    """The ``coverage`` interval of a predicted step time (s) for a plan described by its
-    category (``dense_step_time`` / ``moe_step_time``), GPU name, precision, GPU count and
-    parallel degrees (``tp pp cp ep vp``)."""
-    q, basis, notes = _band(str(path), category, gpu, precision, num_gpus,
-                            tuple(axes.items()), coverage)
+def group_quantile(records: list[dict], center: float, coverage: float = COVERAGE) -> float:
+    """Pooled-CDF group conformal quantile of ``|e - center|`` (module docstring, step 3);
+    the largest score when the level passes 1."""
+    groups = _groups(records)
+    g = len(groups)
+    scored = sorted((abs(log_error(r) - center), 1.0 / (len(m) * g))
+                    for m in groups.values() for r in m)
+    level = min(1.0, coverage * (1 + 1 / g))
+    acc = 0.0
+    for s, w in scored:
+        acc += w
+        if acc >= level - 1e-12:
+            return s
+    return scored[-1][0]
+
+
+def _stratum(pool: list[dict], plan: Plan) -> tuple[list[dict], str, list[str]]:
+    label = plan.category.replace("_step_time", "")
+    tiers = (([r for r in pool if r["stack"] == plan.stack and r["category"] == plan.category],
+              f"{plan.stack} {label}"),
+             ([r for r in pool if r["stack"] == plan.stack], f"{plan.stack}, every category"),
+             (pool, "every stack and category"))
+    for recs, basis in tiers:
+        if len(_groups(recs)) >= MIN_GROUPS:
+            break
+    notes = [] if recs is tiers[0][0] else [
+        f"fewer than {MIN_GROUPS} validated groups of {plan.stack} {label}: pool of {basis}"]
+    return recs, basis, notes
+
+
+def _distance(recs: list[dict], plan: Plan, terms: dict[str, float]
+              ) -> tuple[list[tuple[str, float]], float]:
+    """(widening terms (why, sigma), GPU-count ratio beyond the validated range)."""
+    out = []
+    for key, field in (("stack", "stack"), ("gpu", "gpu"), ("precision", "precision"),
+                       ("dispatcher", "dispatcher"), ("schedule", "schedule")):
+        value = getattr(plan, field)
+        if value and not any(r.get(field) == value for r in recs):
+            out.append((f"{field} {value} not validated", terms.get(key, terms.get("plan", 0.0))))
+    ratio = 1.0
+    for field, key in (("seq_length", "plan"), ("num_gpus", "scale")):
+        vals = [r[field] for r in recs if r.get(field)]
+        x = getattr(plan, field)
+        if vals and x:
+            r = max(x / max(vals), min(vals) / x)
+            ratio = r if field == "num_gpus" else ratio
+            if r > STEP:
+                out.append((f"{field} {x}, validated {min(vals)}-{max(vals)}",
+                            terms.get(key, 0.0)))
+    return out, ratio
+
+
+def band(pool: list[dict], terms: dict[str, float], plan: Plan, coverage: float = COVERAGE
+         ) -> tuple[float, float | None, float | None, str, tuple[str, ...]]:
+    """(bias, log half-width or None, claimed coverage or None, basis, notes) of ``plan``
+    from the records ``pool`` and the widening ``terms`` (sigmas, log)."""
+    if not pool:
+        return 0.0, None, None, "", ("no out-of-sample errors shipped: no interval",)
+    recs, basis, notes = _stratum(pool, plan)
+    wide, ratio = _distance(recs, plan, terms)
+    g = len(_groups(recs))
+    if ratio > FAR_SCALE:
+        return 0.0, None, None, basis, (f"far outside the validated space ({wide[-1][0]}): "
+                                        "no error bar",)
+    b = bias(recs)
+    q = group_quantile(recs, b, coverage)
+    own = [r for r in pool if r["stack"] == plan.stack and r["category"] == plan.category]
+    if own and len(own) < len(recs):  # a borrowed pool: never narrower than its own errors
+        q = max(q, group_quantile(own, b, coverage))
+    z = NormalDist().inv_cdf(0.5 + coverage / 2)
+    q = math.sqrt(q * q + sum((z * s) ** 2 for _, s in wide))
+    notes += [f"interval widened: {why} (+{s:.1%} sd)" for why, s in wide]
+    on_gpu = len(_groups([r for r in recs if r["gpu"] == plan.gpu]))
+    if 0 < on_gpu < MIN_GROUPS:
+        notes.append(f"only {on_gpu} validated group{'s' * (on_gpu > 1)} on {plan.gpu}")
+    claim = coverage if not notes else None
+    if claim is None:
+        notes.append(f"coverage unknown: outside the validated space ({g} groups)")
+    text = f"{basis}: {g} groups, {len(recs)} out-of-sample runs, bias {b:+.1%}"
+    return b, q, claim, text, tuple(notes)
+
+
+def interval(step_time_s: float, plan: Plan, coverage: float = COVERAGE,
+             path: str | Path = POOL) -> Interval:
+    """The ``coverage`` interval of a predicted step time (s) for ``plan``."""
+    b, q, claim, basis, notes = _band(str(path), plan, coverage)
     if q is None:
-        return Interval(None, None, coverage, basis, notes)
-    return Interval(step_time_s * math.exp(-q), step_time_s * math.exp(q), coverage, basis,
-                    notes)
+        return Interval(None, None, None, basis, notes, b, None)
+    return Interval(step_time_s * math.exp(-b - q), step_time_s * math.exp(-b + q), claim,
+                    basis, notes, b, q)
 
 
 @lru_cache(maxsize=1024)
-def _band(path: str, category: str, gpu: str, precision: str, num_gpus: int,
-          axes: tuple[tuple[str, int], ...], coverage: float
-          ) -> tuple[float | None, str, tuple[str, ...]]:
-    """(log half-width, or None for no interval; basis; notes): everything of
-    :func:`interval` but the step time, once per kind of plan (a sweep asks again and
+def _band(path: str, plan: Plan, coverage: float):
+    """:func:`band` on the committed pool, once per kind of plan (a sweep asks again and
     again for the same few)."""
-    res = load_residuals(path)
-    if not res:
-        return None, "", ("no cross-validation residuals shipped",)
-    chosen, basis, steps = _select(res, category, gpu, precision, num_gpus, dict(axes))
-    if not chosen:
-        return None, basis, (
-            "far outside the validated space (" + "; ".join(steps) + "): no error bar",)
-    q = conformal_q([r["error"] for r in chosen], coverage)
-    notes = tuple(f"interval widened: {s}" for s in steps)
-    return q, f"{basis}, {len(chosen)} cross-validated residuals", notes
+    doc = load_pool(path)
+    return band(doc["records"], doc.get("terms", {}), plan, coverage)

@@ -39,6 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
@@ -52,19 +53,49 @@ PRELOAD = ["simulator.sweep.tasks", "simulator.sweep.search_tasks"]
 WATCH_PERIOD_S = 0.5  # how often an orphaned worker notices; costs nothing measurable
 
 
-def watch_parent(period: float = WATCH_PERIOD_S) -> None:
-    """Worker initializer: exit this process once its parent is gone.
+def _alive(pid: int) -> bool:
+    """Whether a process with ``pid`` runs (an unreaped zombie does not, where ``/proc``
+    tells)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # an unreaped zombie has exited
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[:1] not in (["Z"], ["X"])
 
-    Linux's ``PR_SET_PDEATHSIG`` would signal the worker, but fires when the
-    parent *thread* exits and is not portable; polling ``getppid`` is both.
+
+def watch_parent(creator: int | None = None, period: float = WATCH_PERIOD_S) -> None:
+    """Worker initializer: exit this process once the process that made the pool is gone.
+
+    ``creator`` is that process's PID, taken in the creator when the pool is made (not read
+    here, where the creator may already have died: a worker that starts after a SIGKILL
+    would otherwise watch its new parent, the reaper, and run forever). A forked worker's
+    parent is the creator itself; a forkserver's worker's parent is the server, which exits
+    when the creator does. Linux's ``PR_SET_PDEATHSIG`` would signal the worker, but fires
+    when the parent *thread* exits and is not portable; polling is both.
     """
     parent = os.getppid()
+    forked = creator is None or parent == creator
+
+    def gone() -> bool:
+        if creator is None:
+            return os.getppid() != parent
+        if forked:
+            return os.getppid() != creator
+        return os.getppid() != parent or not _alive(creator)
 
     def loop() -> None:
-        while os.getppid() == parent:
+        while not gone():
             time.sleep(period)
         os._exit(1)
 
+    if creator is not None and not forked and not _alive(creator):
+        os._exit(1)
     threading.Thread(target=loop, name="parent-watchdog", daemon=True).start()
 
 
@@ -119,7 +150,8 @@ class LocalExecutor(Executor):
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(self.workers, mp_context=_context(),
-                                             initializer=watch_parent)
+                                             initializer=watch_parent,
+                                             initargs=(os.getpid(),))
         return self._pool
 
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[tuple[int, Any]]:

@@ -23,13 +23,19 @@ from .predict import predict
 # Accuracy bars (absolute relative error) per category; None = not gated.
 # Same numbers as tests/test_validation.py (the dense bars also gate the FP8 cases alone).
 BARS: dict[str, dict[str, float]] = {
-    "dense_step_time": {"median": 0.05, "max": 0.20},
+    "dense_step_time": {"median": 0.05, "max": 0.15},
     "moe_step_time": {"median": 0.10, "max": 0.20},
     "collective_busbw": {"max": 0.10},
     "layer_time": {"max": 0.10},
     "ep_alltoall": {"max": 0.15},
     "peak_memory": {"median": 0.10, "max": 0.20},
 }
+# Bars scored on a subset: the dense max on the held-out cases (no constant was fitted on them;
+# the never-fitted runs of validation/scaling/ and megatron_bridge/ meet it too:
+# tests/test_validation.py), not on the cases the constants were fitted with.
+# The MoE max likewise: its H100 training cases fit host_launch_us.
+BAR_SUBSET: dict[str, dict[str, str]] = {"dense_step_time": {"max": "held-out"},
+                                         "moe_step_time": {"max": "held-out"}}
 TITLES = {"dense_step_time": "Dense training step time",
           "moe_step_time":
           "MoE training step time (Megatron-Bridge, NeMo AutoModel, NeMo; H100 and GB200)",
@@ -78,15 +84,16 @@ def summarize(rows: list[Row]) -> dict[str, dict[str, dict[str, float]]]:
 
 
 def check_bars(summary: dict[str, dict[str, dict[str, float]]]) -> list[str]:
-    """One line per bar broken (over all cases of the category); empty when all hold."""
+    """One line per bar broken (over all cases of the category, or the subset of
+    :data:`BAR_SUBSET`); empty when all hold."""
     broken = []
     for cat, bars in BARS.items():
-        s = summary.get(cat, {}).get("all")
-        if not s or not s["n"]:
-            continue
         for stat, limit in bars.items():
-            if s[stat] > limit:
-                broken.append(f"{cat}: {stat} |error| {s[stat]:.1%} > {limit:.0%}")
+            subset = BAR_SUBSET.get(cat, {}).get(stat, "all")
+            s = summary.get(cat, {}).get(subset)
+            if s and s["n"] and s[stat] > limit:
+                where = "" if subset == "all" else f" ({subset})"
+                broken.append(f"{cat}: {stat} |error|{where} {s[stat]:.1%} > {limit:.0%}")
     return broken
 
 
@@ -99,11 +106,14 @@ def _fmt(value: float, case: Case) -> str:
 
 
 def _summary_table(summary) -> list[str]:
-    lines = ["| category | cases | median abs error | max abs error | train (n, median, max) "
-             "| held-out (n, median, max) | bar |", "|---|---|---|---|---|---|---|"]
+    lines = ["| category | cases | median abs error, all (in-sample + held-out) | max abs "
+             "error, all | train: in-sample (n, median, max) | held-out third (n, median, max)"
+             " | bar |", "|---|---|---|---|---|---|---|"]
     for cat, s in summary.items():
         a, t, h = s["all"], s["train"], s["held-out"]
-        bar = ", ".join(f"{k} <= {v:.0%}" for k, v in BARS.get(cat, {}).items()) or "not gated"
+        bar = ", ".join(f"{k} <= {v:.0%}" + (f" ({BAR_SUBSET[cat][k]})" if k in
+                                              BAR_SUBSET.get(cat, {}) else "")
+                        for k, v in BARS.get(cat, {}).items()) or "not gated"
         lines.append(f"| {cat} | {a['n']} | {a['median']:.1%} | {a['max']:.1%} | "
                      f"{t['n']}, {t['median']:.1%}, {t['max']:.1%} | "
                      f"{h['n']}, {h['median']:.1%}, {h['max']:.1%} | {bar} |")
@@ -114,8 +124,9 @@ def _dense_strata(rows: list[Row]) -> list[str]:
     """Dense step time per (GPU, precision): counts, |error| median / max, signed mean."""
     dense = [r for r in rows if r.case.category == "dense_step_time"]
     keys = sorted({(r.case.topology, precision(r.case)) for r in dense})
-    lines = ["| topology | precision | cases | median abs error | max abs error | mean signed "
-             "error | held-out (n, median, max) |", "|---|---|---|---|---|---|---|"]
+    lines = ["| topology | precision | cases | median abs error, all | max abs error, all | mean "
+             "signed error, all | held-out third (n, median, max) |",
+             "|---|---|---|---|---|---|---|"]
     for topo, prec in keys:
         sub = [r for r in dense if (r.case.topology, precision(r.case)) == (topo, prec)]
         a, h = _stats(sub), _stats([r for r in sub if r.case.holdout])
@@ -161,23 +172,37 @@ def _largest(rows: list[Row], k: int = 3) -> list[str]:
 
 
 def render_markdown(rows: list[Row], figures: list[str] = (), analysis: str = "",
-                    cv: dict | None = None) -> str:
+                    cv: dict | None = None, pool: dict | None = None) -> str:
     """The whole report as Markdown text (deterministic: no dates, no timings); ``cv`` is
-    the cross-validation residual document (:mod:`~simulator.validation.crossval`)."""
+    the cross-validation residual document (:mod:`~simulator.validation.crossval`), ``pool``
+    the interval pool (:mod:`~simulator.validation.intervals`)."""
     summary = summarize(rows)
     broken = check_bars(summary)
     out = ["# Validation against published measurements", "",
            "Generated by `clustersim validate` from the cases in `validation/` (sources and "
            "assumptions: `validation/README.md`). Error = predicted / measured - 1. Held-out "
            "cases (every third case of each category and topology, in file order, chosen "
-           "before any constant was fitted) are marked and summarised separately.", "",
+           "before any constant was fitted) are marked and summarised separately. Which set "
+           "each figure is over: on `validation/`, the GPU constants (and DGX H100's "
+           "`host_launch_us`, on its MoE training cases) were fitted on the training cases: "
+           "*in-sample*; the *held-out third* was not fitted on, but every held-out case has "
+           "a sibling in training (same table, another GPU count); *group left out* and "
+           "*source left out* refit the constants without the case's group or source "
+           "(Cross-validated accuracy); *never fitted*: the runs of `validation/scaling/` and "
+           "`validation/megatron_bridge/` (Interval coverage).", "",
            "## Summary", "", *_summary_table(summary), "",
            "Bars: " + ("all hold." if not broken else "BROKEN: " + "; ".join(broken)), ""]
     if cv:
         out += render_cv_section(cv)
+    if pool:
+        from .intervals import render as render_coverage  # intervals imports this module
+
+        out += render_coverage(pool)
     if any(r.case.category == "dense_step_time" for r in rows):
-        out += ["Dense step time per GPU and precision (the dense bars are gated over all "
-                "dense cases and again over the FP8 cases alone):", "",
+        out += ["Dense step time per GPU and precision, all cases (in-sample + held-out; "
+                "the dense median bar is gated over all dense cases and again over the FP8 "
+                "cases alone, the max bar over the held-out third and the never-fitted runs):",
+                "",
                 *_dense_strata(rows), ""]
     if figures:
         out += ["## Figures", "", *[f"![{Path(f).stem}](figures/{Path(f).name})" for f in
@@ -204,10 +229,11 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
 
 
 def write_report(rows: list[Row], out: str | Path, figures: list[str] = (),
-                 analysis_file: str | Path | None = None, cv: dict | None = None) -> Path:
+                 analysis_file: str | Path | None = None, cv: dict | None = None,
+                 pool: dict | None = None) -> Path:
     """Render and atomically write the Markdown report; returns its path."""
     analysis = ""
     if analysis_file is not None and Path(analysis_file).is_file():
         analysis = Path(analysis_file).read_text()
-    write_atomic(out, render_markdown(rows, figures, analysis, cv))
+    write_atomic(out, render_markdown(rows, figures, analysis, cv, pool))
     return Path(out)
