@@ -104,6 +104,23 @@ def forward_cost(gpu_a: float, gpu_b: float, host_a: float, host_b: float, synce
     return HostCost(duration=dur, gpu=gpu, host=host, stall=dur - gpu)
 
 
+def recompute_period(gpu_a: float, gpu_b: float, host_a: float, host_b: float,
+                     gpu_bwd: float, host_bwd: float, synced: bool):
+    """Seconds of a recomputed layer's backward: its forward re-run, then its backward.
+
+    The re-run forward syncs again (segments ``A`` | sync | ``B``); after the sync the
+    host issues ``B``, the layer's backward and the next re-run's ``A`` without waiting,
+    so in steady state the period is ``max(g_A + g_B + g_bwd, g_A + h_B + g_bwd,
+    g_A + h_B + h_bwd, h_A + h_B + h_bwd)``: the host runs ahead of the GPU through the
+    backward, and the stall is a max of host and device chains, never their sum.
+    Without a sync, ``max(gpu, host)`` of the whole. Non-decreasing in every GPU and host
+    time (scalars or numpy arrays)."""
+    if not synced:
+        return np.maximum(gpu_a + gpu_b + gpu_bwd, host_a + host_b + host_bwd)
+    after = np.maximum(np.maximum(gpu_b, host_b) + gpu_bwd, host_b + host_bwd)
+    return np.maximum(gpu_a + after, host_a + host_b + host_bwd)
+
+
 def backward_cost(gpu: float, host: float) -> HostCost:
     """Backward layer: GPU or host, whichever is longer (no sync). Both functions take
     scalars or numpy arrays (many router draws at once)."""

@@ -48,7 +48,8 @@ from .cost import Phase
 from .moe_costs import cost_slot
 from .moe_dispatch import Dispatcher
 from .moe_draws import DrawTable, draw_table
-from .moe_host import BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes, launch_counts
+from .moe_host import (BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes,
+                       launch_counts, recompute_period)
 from .moe_part import PART_FIELDS, MoEPart, part_fields
 
 
@@ -63,7 +64,7 @@ class MoECost:
     """Routed-expert cost model for one workload on one topology."""
 
     def __init__(self, w: Workload, topo: Topology, groups: dict[str, Placement], T: float,
-                 base: tuple[Phase, Phase] | None = None):
+                 base: tuple[Phase, Phase] | None = None, base_redo: float | None = None):
         m, p = w.model, w.parallelism
         assert m.moe is not None
         self.w, self.topo, self.moe = w, topo, m.moe
@@ -77,6 +78,8 @@ class MoECost:
         self.fp8 = w.training.precision == "fp8"
         self.seed = w.training.seed
         self.base = base or (Phase(), Phase())
+        # seconds of the base ops' recompute + backward (a recomputed layer's backward)
+        self.base_redo = self.base[1].duration if base_redo is None else base_redo
         tr = w.training
         self.synced = m.moe.capacity_factor is None and tr.cuda_graph_impl != "full_iteration"
         graphed = graphed_scopes(tr.cuda_graph_impl, list(tr.cuda_graph_scope), self.synced)
@@ -119,7 +122,8 @@ class MoECost:
         layer's base phase times."""
         return (id(self.topo), self._place, self.moe.model_dump_json(), self.ep,
                 self.etp, self.tokens, self.h, self.ffn, self.glu, self.fp8, self.synced,
-                self.launches, self.shared, self.base[0].duration, self.base[1].duration)
+                self.launches, self.shared, self.base[0].duration, self.base[1].duration,
+                self.base_redo)
 
     def _dispatcher(self) -> Dispatcher:
         moe = self.moe
@@ -216,30 +220,30 @@ class MoECost:
         """Uniform routing ignores the random draw: every (layer, micro-batch) costs the same."""
         return self.moe.router_load == "uniform"
 
-    def part(self, layer: int, mb: int, backward: bool) -> MoEPart:
+    def part(self, layer: int, mb: int, backward: bool | str) -> MoEPart:
         """The MoE part of ``layer`` for micro-batch ``mb`` (for every micro-batch at once:
-        :meth:`stacked` and :mod:`.moe_plan`)."""
+        :meth:`stacked` and :mod:`.moe_plan`); ``backward="redo"``: the forward re-run in
+        a recomputed layer's backward."""
         idx = self.table.index(layer, mb)
         key = (idx, backward)
         if key not in self._cache:
-            fields = self.cost_rows()[1 if backward else 0]
+            fields = self.cost_rows()[_KIND[backward]]
             self._cache[key] = MoEPart(loads=self.table.rows.row(idx),
                                        **{k: float(v[idx]) for k, v in fields.items()})
         return self._cache[key]
 
-    def stacked(self, backward: bool) -> np.ndarray:
+    def stacked(self, backward: bool | str) -> np.ndarray:
         """The pool's part fields stacked ``[field, draw]`` in :data:`PART_FIELDS` order
         (``stacked(b)[:, table.entry]``: every (layer, micro-batch) at once)."""
         key = ("stacked", backward)
         if key not in self._cache:
-            fields = self.cost_rows()[1 if backward else 0]
+            fields = self.cost_rows()[_KIND[backward]]
             self._cache[key] = np.stack([fields[k] for k in PART_FIELDS])
         return self._cache[key]
 
-    def cost_rows(self, rows: LoadRows | None = None
-                  ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Forward and backward :class:`MoEPart` fields of every draw of ``rows`` (default:
-        the step's pool, cached), arrays ``[n]``: see :meth:`_costs`."""
+    def cost_rows(self, rows: LoadRows | None = None) -> tuple[dict[str, np.ndarray], ...]:
+        """Forward, backward and re-run forward :class:`MoEPart` fields of every draw of
+        ``rows`` (default: the step's pool, cached), arrays ``[n]``: see :meth:`_costs`."""
         if rows is not None:
             return self._costs(rows)
         if "rows" not in self._cache:
@@ -255,8 +259,11 @@ class MoECost:
         permute = 2 * memory_time((1 + k) * T * self.h * e, gpu)
         return router, permute
 
-    def _costs(self, rows: LoadRows) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Forward and backward seconds of each draw (module docs), numpy over the draws."""
+    def _costs(self, rows: LoadRows) -> tuple[dict[str, np.ndarray], ...]:
+        """Forward, backward and re-run forward seconds of each draw (module docs), numpy
+        over the draws. The re-run part's duration is what a recomputed layer's joint
+        host / GPU period (:func:`.moe_host.recompute_period`) adds beyond the backward
+        part and the base ops' recompute + backward, so the three sum to that period."""
         gpu = self.topo.gpu
         experts = self.expert_seconds(rows.kept_tokens, False).max(axis=-1)
         d_f, c_f = self.dispatcher.times(rows, 1.0 if self.fp8 else 2.0, 2.0)
@@ -279,13 +286,26 @@ class MoECost:
         host_b = (n.dispatch_combine + n.experts + 2) * c
         fwd = forward_cost(base_f + router, experts + permute + exp_f, host_a, host_b,
                            self.synced)
-        bwd = backward_cost(base_b + comp_b + exp_b, BACKWARD_FACTOR * (host_a + host_b))
+        host_bwd = BACKWARD_FACTOR * (host_a + host_b)
+        bwd = backward_cost(base_b + comp_b + exp_b, host_bwd)
+        # a recomputed layer: its re-run forward part is what the joint period leaves
+        # after the backward part and the base's recompute + backward (moe_host)
+        rec_f = max(0.0, self.base_redo - base_b)  # the base's re-run forward, GPU s
+        joint = recompute_period(rec_f + router, experts + permute + exp_f, host_a, host_b,
+                                 base_b + comp_b + exp_b, host_bwd, self.synced)
+        redo = joint - bwd.duration - rec_f
+        redo_gpu = comp_f + exp_f
         size = len(rows)
         return (part_fields(size, fwd.duration - base_f, comp_f, exp_f, d_f, c_f, experts,
                             router, permute, fwd.stall, fwd.host),
                 part_fields(size, bwd.duration - base_b, comp_b, exp_b, d_b, c_b,
                             BACKWARD_FACTOR * experts, BACKWARD_FACTOR * router,
-                            BACKWARD_FACTOR * permute, bwd.stall, bwd.host))
+                            BACKWARD_FACTOR * permute, bwd.stall, bwd.host),
+                part_fields(size, redo, comp_f, exp_f, d_f, c_f, experts, router, permute,
+                            redo - redo_gpu, fwd.host))
+
+
+_KIND = {False: 0, True: 1, "redo": 2}  # part kind -> position in cost_rows()
 
 
 def _exposed(comm: float, hiding: float, kappa: float) -> float:
