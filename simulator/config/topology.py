@@ -87,6 +87,15 @@ class TierConfig(Schema):
     deepep_efficiency: Fraction | None = None
     half_bandwidth_MB: Amount = 16.0
     curve_exponent: Exponent = 0.8
+    # Group-size-aware curve (0 / unset: off). ``curve_ranks``: the group size at which
+    # half_bandwidth_MB holds; the curve then sees the per-rank shard S * curve_ranks / n
+    # (a ring or NVLS step moves S/n per rank). ``base_latency_us``: fixed per-collective
+    # latency added once to the per-step terms (NCCL tuning.cc baseLat + nsteps * hwLat).
+    curve_ranks: GPUCount | None = None
+    base_latency_us: Amount = 0.0
+    # NCCL's low-latency (LL) protocol: no pipeline ramp, a fraction of the link (NCCL
+    # tuning.cc: ring LL busBw = 1/4 of Simple); a ring takes the faster protocol.
+    ll_busbw_GBps: Rate | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
 

@@ -85,24 +85,37 @@ class Tier:
     half_bandwidth_bytes: float
     curve_exponent: float
     deepep_efficiency: float = 0.0
+    curve_ranks: int = 0  # group size half_bandwidth_bytes holds at; 0: the buffer S itself
+    base_latency_s: float = 0.0  # once per collective, s (NCCL tuning.cc baseLat)
+    ll_busbw: float = 0.0  # LL protocol ring bus bandwidth, bytes/s; 0: not modelled
 
     @property
     def achievable(self) -> float:
         """Large-message ring bandwidth per GPU per direction, bytes/s."""
         return self.bandwidth * self.efficiency / self.oversubscription
 
-    def size_efficiency(self, nbytes: float) -> float:
+    def size_efficiency(self, nbytes: float, ranks: int = 0) -> float:
         """Fraction of ``achievable`` reached by a message of ``nbytes`` bytes.
 
         ``1 / (1 + (S_half / S)**gamma)``: a two-parameter saturation curve fitted
         per tier to nccl-tests bus bandwidth against message size (pipeline
-        fill, protocol and channel-count effects below ~100 MB).
+        fill, protocol and channel-count effects below ~100 MB). With ``curve_ranks``
+        set and the group's ``ranks`` given, the curve sees the per-rank shard: a ring
+        or NVLS step moves ``S / n`` per rank, so the half-bandwidth point scales as
+        ``S_half * n / curve_ranks`` (an 8-GPU group reaches the plateau at 1/9 of
+        the buffer a 72-GPU group needs).
         """
         if nbytes <= 0:
             return 1.0
         if self.half_bandwidth_bytes <= 0:
             return 1.0
-        return 1.0 / (1.0 + (self.half_bandwidth_bytes / nbytes) ** self.curve_exponent)
+        return 1.0 / (1.0 + (self.half_point(ranks) / nbytes) ** self.curve_exponent)
+
+    def half_point(self, ranks: int = 0) -> float:
+        """Half-bandwidth buffer size for a group of ``ranks`` (bytes; see size_efficiency)."""
+        if self.curve_ranks and ranks:
+            return self.half_bandwidth_bytes * ranks / self.curve_ranks
+        return self.half_bandwidth_bytes
 
 
 @dataclass(frozen=True)
@@ -251,4 +264,6 @@ def _tier(t: TierConfig) -> Tier:
         alltoall_efficiency=t.alltoall_efficiency or t.efficiency,
         half_bandwidth_bytes=t.half_bandwidth_MB * MB, curve_exponent=t.curve_exponent,
         deepep_efficiency=t.deepep_efficiency or t.alltoall_efficiency or t.efficiency,
+        curve_ranks=t.curve_ranks or 0, base_latency_s=t.base_latency_us * US,
+        ll_busbw=t.ll_busbw_GBps * GB if t.ll_busbw_GBps else 0.0,
     )
