@@ -63,6 +63,9 @@ class GPUConfig(Schema):
     # Fraction of compute throughput lost while a collective runs beside it (the SMs
     # and HBM bandwidth NCCL's kernels take); 0 = overlap is free.
     comm_overlap_slowdown: Unit = 0.0
+    # Board power limit (nvidia-smi -pl), W; None: the TDP (power.gpu_tdp_W). Below the TDP
+    # the sustained SM clock and every compute-bound FLOP/s drop (hardware/power.py).
+    power_limit_W: Rate | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
 
@@ -164,6 +167,8 @@ class PowerConfig(Schema):
     node_other_W: NonNegative = 0.0
     network_W_per_gpu: NonNegative = 0.0
     pue: PUE = 1.0
+    # Dynamic power vs SM clock, P_dyn ~ f**k (hardware/power.py); 3: f * V**2 with V ~ f.
+    dvfs_exponent: Exponent = 3.0
     sources: dict[str, str] = Field(default_factory=dict)
 
 

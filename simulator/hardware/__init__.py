@@ -55,14 +55,20 @@ class GPU:
     comm_overlap_slowdown: float = 0.0
     host_launch_s: float = 0.0
     host_link_bandwidth: float | None = None  # bytes/s per direction, GPU <-> host
+    clock_ratio: float = 1.0  # sustained clock under the power limit / default (power.py)
 
     def peak(self, dtype: str) -> float:
-        """Dense peak FLOP/s for ``dtype``; raises ConfigError if the GPU lacks it."""
+        """Dense peak FLOP/s for ``dtype`` at the clock the power limit sustains (the
+        datasheet peak times ``clock_ratio``); raises ConfigError if the GPU lacks it."""
         if dtype not in self.peak_flops:
             raise ConfigError("training.precision", dtype,
                               f"{self.name} has no {dtype} tensor cores; "
                               f"supported: {', '.join(sorted(self.peak_flops))}")
         return self.peak_flops[dtype]
+
+    def datasheet_peak(self, dtype: str) -> float:
+        """The datasheet's dense peak FLOP/s (MFU / HFU denominators), whatever the limit."""
+        return self.peak(dtype) / self.clock_ratio
 
 
 @dataclass(frozen=True)
@@ -233,13 +239,17 @@ def _remember(cache: dict[Any, Any], key: Any, value: Any) -> Any:
 
 
 def _from_config(cfg: TopologyConfig) -> Topology:
+    from .power import clock_ratio  # the clock a power limit sustains (hardware/power.py)
+
     g = cfg.gpu
-    peaks = {"bf16": g.peak_tflops.bf16 * TB,
-             "fp16": (g.peak_tflops.fp16 or g.peak_tflops.bf16) * TB}
+    ratio = clock_ratio(cfg)
+    clock = ratio * TB  # peaks scale with the sustained SM clock
+    peaks = {"bf16": g.peak_tflops.bf16 * clock,
+             "fp16": (g.peak_tflops.fp16 or g.peak_tflops.bf16) * clock}
     if g.peak_tflops.fp8:
-        peaks["fp8"] = g.peak_tflops.fp8 * TB
+        peaks["fp8"] = g.peak_tflops.fp8 * clock
     if g.peak_tflops.fp32:
-        peaks["fp32"] = g.peak_tflops.fp32 * TB
+        peaks["fp32"] = g.peak_tflops.fp32 * clock
     gpu = GPU(
         name=g.name, peak_flops=peaks, hbm_bytes=usable_hbm_bytes(g.hbm_GB, g.hbm_usable_MiB),
         hbm_bandwidth=g.hbm_bandwidth_TBps * TB, gemm_efficiency=g.gemm_efficiency,
@@ -251,7 +261,7 @@ def _from_config(cfg: TopologyConfig) -> Topology:
         framework_memory_bytes=g.framework_memory_GB * GB,
         host_link_bandwidth=g.host_link_GBps * GB if g.host_link_GBps else None,
         comm_overlap_slowdown=g.comm_overlap_slowdown,
-        host_launch_s=g.host_launch_us * US,
+        host_launch_s=g.host_launch_us * US, clock_ratio=ratio,
     )
     return Topology(name=cfg.name, gpu=gpu, tiers=tuple(_tier(t) for t in cfg.tiers))
 
