@@ -48,8 +48,8 @@ from .cost import Phase
 from .moe_costs import cost_slot
 from .moe_dispatch import Dispatcher
 from .moe_draws import DrawTable, draw_table
-from .moe_host import (BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes,
-                       launch_counts, recompute_period)
+from .moe_host import (BACKWARD_FACTOR, Fusions, backward_cost, forward_cost,
+                       graphed_scopes, launch_counts, recompute_period)
 from .moe_part import PART_FIELDS, MoEPart, part_fields
 
 
@@ -81,11 +81,14 @@ class MoECost:
         # seconds of the base ops' recompute + backward (a recomputed layer's backward)
         self.base_redo = self.base[1].duration if base_redo is None else base_redo
         tr = w.training
-        self.synced = m.moe.capacity_factor is None and tr.cuda_graph_impl != "full_iteration"
+        sync_free = m.moe.capacity_factor is not None and m.moe.pad_expert_input_to_capacity
+        self.synced = not sync_free and tr.cuda_graph_impl != "full_iteration"
         graphed = graphed_scopes(tr.cuda_graph_impl, list(tr.cuda_graph_scope), self.synced)
         # the base ops hold their FP8 quantisation kernels already (workload/fp8.py)
+        fused = Fusions(router=m.moe.router_fusion, permute=m.moe.permute_fusion,
+                        rope=tr.apply_rope_fusion)
         self.launches = launch_counts(len(self.base[0].ops), m.moe.num_experts // self.ep,
-                                      self.fp8, graphed)
+                                      self.fp8, graphed, fused)
         self.dispatcher = self._dispatcher()
         self.shared = self._shared_seconds(m.moe.shared_expert_ffn_hidden_size / p.tensor, T)
         self._table: DrawTable | None = None
