@@ -58,3 +58,11 @@ def test_only_drop_and_pad_is_sync_free():
                         "model.moe.pad_expert_input_to_capacity": True})
     with pytest.raises(ConfigError, match="model.moe.pad_expert_input_to_capacity"):
         _synced({"model.moe.pad_expert_input_to_capacity": True})
+
+
+def test_enable_cuda_graph_is_megatron_core_s_local_graphs():
+    scope = {"training.cuda_graph_scope": ["attn", "moe_router", "moe_preprocess"]}
+    legacy = simulate("deepseek-v3", "gb200-nvl72", {**scope, "training.enable_cuda_graph": True})
+    local = simulate("deepseek-v3", "gb200-nvl72", {**scope, "training.cuda_graph_impl": "local"})
+    eager = simulate("deepseek-v3", "gb200-nvl72", scope)
+    assert legacy.step_time_s == local.step_time_s < eager.step_time_s

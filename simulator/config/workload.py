@@ -232,6 +232,15 @@ class TrainingConfig(Schema):
     cuda_graph_impl: Literal["none", "local", "transformer_engine", "full_iteration"] = "none"
     cuda_graph_scope: list[Literal["full", "attn", "mlp", "moe", "moe_router",
                                    "moe_preprocess"]] = Field(default_factory=lambda: ["full"])
+    # Megatron-Core's older --enable-cuda-graph: the same as cuda_graph_impl "local"
+    enable_cuda_graph: bool = False
+
+    @property
+    def graph_impl(self) -> str:
+        """The CUDA-graph implementation in force (``enable_cuda_graph``: "local")."""
+        if self.cuda_graph_impl == "none" and self.enable_cuda_graph:
+            return "local"
+        return self.cuda_graph_impl
     seed: Count = 0
     # Megatron-Core precision-aware optimizer (--use-precision-aware-optimizer and the
     # dtypes it allows): main (master) params, main grads and Adam moments below fp32.

@@ -82,8 +82,8 @@ class MoECost:
         self.base_redo = self.base[1].duration if base_redo is None else base_redo
         tr = w.training
         sync_free = m.moe.capacity_factor is not None and m.moe.pad_expert_input_to_capacity
-        self.synced = not sync_free and tr.cuda_graph_impl != "full_iteration"
-        graphed = graphed_scopes(tr.cuda_graph_impl, list(tr.cuda_graph_scope), self.synced)
+        self.synced = not sync_free and tr.graph_impl != "full_iteration"
+        graphed = graphed_scopes(tr.graph_impl, list(tr.cuda_graph_scope), self.synced)
         # the base ops hold their FP8 quantisation kernels already (workload/fp8.py)
         fused = Fusions(router=m.moe.router_fusion, permute=m.moe.permute_fusion,
                         rope=tr.apply_rope_fusion)
