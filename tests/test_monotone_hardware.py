@@ -35,8 +35,8 @@ CASES = [
 ]
 
 UP = ("bandwidth_GBps", "nvls_busbw_GBps", "efficiency", "alltoall_efficiency",
-      "deepep_efficiency")
-DOWN = ("latency_us", "half_bandwidth_MB", "oversubscription")
+      "deepep_efficiency", "ll_busbw_GBps")
+DOWN = ("latency_us", "base_latency_us", "half_bandwidth_MB", "oversubscription")
 GPU_UP = ("hbm_bandwidth_TBps", "host_link_GBps", "memory_bandwidth_efficiency")
 GPU_DOWN = ("host_launch_us", "kernel_overhead_us")
 CAPPED = {"efficiency": 1.0, "alltoall_efficiency": 1.0, "deepep_efficiency": 1.0,
@@ -107,7 +107,7 @@ def test_one_constant_faster_never_slower(i, name):
 
 @settings(max_examples=12, deadline=None, derandomize=True)
 @given(i=st.integers(0, len(CASES) - 1),
-       factors=st.lists(st.floats(1.0, 3.0), min_size=24, max_size=24))
+       factors=st.lists(st.floats(1.0, 3.0), min_size=30, max_size=30))
 def test_all_constants_faster_together_never_slower(i, factors):
     names = sorted(knobs(CASES[i][1]))
     values = knobs(CASES[i][1])
@@ -122,5 +122,6 @@ def test_the_knobs_reach_every_tier_and_the_gpu():
     # the property is only as strong as its coverage: NVLink and fabric tiers and the GPU
     names = knobs("gb200-nvl72")
     assert {"tiers.0.bandwidth_GBps", "tiers.0.latency_us", "tiers.0.nvls_busbw_GBps",
+            "tiers.0.base_latency_us", "tiers.0.ll_busbw_GBps",
             "tiers.1.bandwidth_GBps", "tiers.1.latency_us", "gpu.hbm_bandwidth_TBps",
             "gpu.host_launch_us"} <= set(names)
