@@ -4,7 +4,7 @@ Every fabric and NVLink tier constant (bandwidth, NVLS bus bandwidth, ring / all
 DeepEP efficiencies, the size curve's half-bandwidth point, oversubscription, per-step
 latency) and the GPU's HBM and host-link bandwidths and launch latencies are moved one
 at a time in the faster direction, and all at once by random factors (hypothesis), on
-shipped workloads and topologies with plans that exercise TP / EP / PP / CP, recompute,
+shipped workloads and topologies with plans that exercise TP / EP / PP / CP, DualPipe-V, recompute (full, MoE-only),
 CUDA graphs and host-bound MoE layers. The step (expected and ideal) must not grow.
 """
 
@@ -32,6 +32,10 @@ CASES = [
                                                                   "moe_preprocess"]}),
     ("llama3-8b", "dgx-h100", {"parallelism.context": 2, "model.seq_length": 16384,
                                "parallelism.data": 4}),
+    ("deepseek-v3", "dgx-h100", {"parallelism.pipeline_schedule": "dualpipe_v",
+                                 "parallelism.virtual_pipeline": None}),
+    ("deepseek-v3", "gb300-nvl72", {"training.recompute": "selective",
+                                    "training.recompute_modules": ["moe"]}),
 ]
 
 UP = ("bandwidth_GBps", "nvls_busbw_GBps", "efficiency", "alltoall_efficiency",
@@ -95,7 +99,7 @@ def _params():
 def test_one_constant_faster_never_slower(i, name):
     value = knobs(CASES[i][1])[name]
     b_exp, b_ideal = base(i)
-    for factor in (1.25, 2.0):
+    for factor in (1.5,):
         new = faster(name, value, factor)
         if new == value:
             continue
@@ -105,7 +109,7 @@ def test_one_constant_faster_never_slower(i, name):
                                              f"{ideal:.4f} s"
 
 
-@settings(max_examples=12, deadline=None, derandomize=True)
+@settings(max_examples=10, deadline=None, derandomize=True)
 @given(i=st.integers(0, len(CASES) - 1),
        factors=st.lists(st.floats(1.0, 3.0), min_size=30, max_size=30))
 def test_all_constants_faster_together_never_slower(i, factors):
