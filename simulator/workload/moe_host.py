@@ -160,3 +160,26 @@ def backward_cost(gpu: float, host: float) -> HostCost:
     scalars or numpy arrays (many router draws at once)."""
     dur = np.maximum(gpu, host)
     return HostCost(duration=dur, gpu=gpu, host=host, stall=dur - gpu)
+
+
+def layer_periods(n: LaunchCounts, launch_s: float, synced: bool,
+                  base: tuple[float, float, float], router, rest, bwd_part
+                  ) -> tuple[HostCost, HostCost, np.ndarray]:
+    """One MoE layer's forward, backward and re-run forward with the host applied, s.
+
+    ``base``: the base ops' forward, backward and recompute + backward (GPU s); ``router``
+    the router's forward, ``rest`` the forward's GPU seconds after the sync (experts,
+    permute, exposed exchanges), ``bwd_part`` the routed part's backward GPU seconds
+    (scalars or arrays over draws). The re-run forward part's duration is what the joint
+    period (:func:`recompute_period`) leaves after the backward part and the base's
+    recompute + backward, so a recomputed layer's three add up to that period."""
+    base_f, base_b, base_redo = base
+    host_a = (n.attention + n.router + n.preprocess) * launch_s
+    host_b = (n.dispatch_combine + n.experts + 2) * launch_s
+    host_bwd = BACKWARD_FACTOR * (host_a + host_b)
+    fwd = forward_cost(base_f + router, rest, host_a, host_b, synced)
+    bwd = backward_cost(base_b + bwd_part, host_bwd)
+    rec_f = max(0.0, base_redo - base_b)  # the base's re-run forward, GPU s
+    joint = recompute_period(rec_f + router, rest, host_a, host_b, base_b + bwd_part,
+                             host_bwd, synced)
+    return fwd, bwd, joint - bwd.duration - rec_f

@@ -48,8 +48,7 @@ from .cost import Phase
 from .moe_costs import cost_slot
 from .moe_dispatch import Dispatcher
 from .moe_draws import DrawTable, draw_table
-from .moe_host import (BACKWARD_FACTOR, Fusions, backward_cost, forward_cost,
-                       graphed_scopes, launch_counts, recompute_period)
+from .moe_host import BACKWARD_FACTOR, Fusions, graphed_scopes, launch_counts, layer_periods
 from .moe_part import PART_FIELDS, MoEPart, part_fields
 
 
@@ -283,20 +282,9 @@ class MoECost:
         kappa = gpu.comm_overlap_slowdown
         exp_f = _exposed(d_f + c_f, hide_f, kappa)
         exp_b = _exposed(d_b + c_b, hide_b, kappa)
-        c = gpu.host_launch_s
-        n = self.launches
-        host_a = (n.attention + n.router + n.preprocess) * c
-        host_b = (n.dispatch_combine + n.experts + 2) * c
-        fwd = forward_cost(base_f + router, experts + permute + exp_f, host_a, host_b,
-                           self.synced)
-        host_bwd = BACKWARD_FACTOR * (host_a + host_b)
-        bwd = backward_cost(base_b + comp_b + exp_b, host_bwd)
-        # a recomputed layer: its re-run forward part is what the joint period leaves
-        # after the backward part and the base's recompute + backward (moe_host)
-        rec_f = max(0.0, self.base_redo - base_b)  # the base's re-run forward, GPU s
-        joint = recompute_period(rec_f + router, experts + permute + exp_f, host_a, host_b,
-                                 base_b + comp_b + exp_b, host_bwd, self.synced)
-        redo = joint - bwd.duration - rec_f
+        fwd, bwd, redo = layer_periods(self.launches, gpu.host_launch_s, self.synced,
+                                       (base_f, base_b, self.base_redo), router,
+                                       experts + permute + exp_f, comp_b + exp_b)
         redo_gpu = comp_f + exp_f
         size = len(rows)
         return (part_fields(size, fwd.duration - base_f, comp_f, exp_f, d_f, c_f, experts,
