@@ -12,8 +12,13 @@ import pytest
 from simulator.api import simulate
 from simulator.errors import ConfigError
 from simulator.workload.chunk_cost import ChunkCoster
-from simulator.workload.moe_host import (FUSED_ROUTER_KERNELS, ROUTER_KERNELS,
-                                         UNFUSED_ROPE_EXTRA_KERNELS, Fusions, launch_counts)
+from simulator.workload.moe_host import (
+    FUSED_ROUTER_KERNELS,
+    ROUTER_KERNELS,
+    UNFUSED_ROPE_EXTRA_KERNELS,
+    Fusions,
+    launch_counts,
+)
 
 EAGER = {"training.cuda_graph_impl": "none", "training.apply_rope_fusion": False,
          "model.moe.router_fusion": False, "model.moe.permute_fusion": False}
@@ -56,7 +61,7 @@ def test_only_drop_and_pad_is_sync_free():
     assert _synced({"model.moe.capacity_factor": 1.0})  # dropping, unpadded: still a sync
     assert not _synced({"model.moe.capacity_factor": 1.0,
                         "model.moe.pad_expert_input_to_capacity": True})
-    with pytest.raises(ConfigError, match="model.moe.pad_expert_input_to_capacity"):
+    with pytest.raises(ConfigError, match=r"model\.moe\.pad_expert_input_to_capacity"):
         _synced({"model.moe.pad_expert_input_to_capacity": True})
 
 

@@ -4,8 +4,9 @@ Every fabric and NVLink tier constant (bandwidth, NVLS bus bandwidth, ring / all
 DeepEP efficiencies, the size curve's half-bandwidth point, oversubscription, per-step
 latency) and the GPU's HBM and host-link bandwidths and launch latencies are moved one
 at a time in the faster direction, and all at once by random factors (hypothesis), on
-shipped workloads and topologies with plans that exercise TP / EP / PP / CP, DualPipe-V, recompute (full, MoE-only),
-CUDA graphs and host-bound MoE layers. The step (expected and ideal) must not grow.
+shipped workloads and topologies with plans that exercise TP / EP / PP / CP, DualPipe-V,
+recompute (full, MoE-only), CUDA graphs and host-bound MoE layers. The step (expected and
+ideal) must not grow.
 """
 
 from __future__ import annotations

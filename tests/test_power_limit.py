@@ -1,4 +1,4 @@
-"""GPU power limit: gpu.power_limit_W -> sustained clock -> FLOP/s, and the same figure in energy."""
+"""GPU power limit: gpu.power_limit_W -> sustained clock -> FLOP/s; the same clock in energy."""
 
 from __future__ import annotations
 
@@ -62,6 +62,6 @@ def test_energy_uses_the_same_clock():
                                                "power.gpu_tdp_W": None}, "gpu.power_limit_W")])
 def test_bad_limits_name_the_field(over, field):
     with pytest.raises(ConfigError) as err:
-        w, t = resolve("llama3-8b", "dgx-h100", None, over)
+        _, t = resolve("llama3-8b", "dgx-h100", None, over)
         Topology.from_config(t)
     assert field in str(err.value)
