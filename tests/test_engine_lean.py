@@ -149,7 +149,8 @@ def test_chunk_sums_and_collect_equal_their_references(workload, overrides):
               for i, ((f, b, wg, layers), _) in enumerate(pairs)]
     moe = bld.moe
     per_draw = np.concatenate([moe.stacked(False)[moe_plan._PHASE_FIELDS],
-                               moe.stacked(True)[moe_plan._PHASE_FIELDS]])
+                               moe.stacked(True)[moe_plan._PHASE_FIELDS],
+                               moe.stacked("redo")[moe_plan._PHASE_FIELDS]])
     rows = [[moe.table.layer_row[x[0]] for x in ch.layers] for ch in chunks]
     ref = moe_plan._chunk_sums_rows(per_draw, moe.table.entry, chunks, rows)
     got = moe_plan.chunk_sums(moe, chunks)

@@ -146,15 +146,16 @@ def test_route_rows_replays_recorded_layers(tmp_path):
 def test_pool_costs_equal_each_draw_costed_alone(extra):
     moe = _builder(extra).moe
     rows = moe.table.rows
-    fwd, bwd = moe.cost_rows()
+    fwd, bwd, redo = moe.cost_rows()
     assert np.array_equal(moe.expert_seconds(rows.kept_tokens, True),
                           np.array([moe.expert_seconds(k, True) for k in rows.kept_tokens]))
     for i in (0, len(rows) // 2, len(rows) - 1):
         one = make_rows(rows.expert_tokens[i:i + 1], np.full((1, rows.expert_tokens.shape[1]),
                                                              1.0), moe.moe, moe.tokens * moe.ep)
-        alone_f, alone_b = moe.cost_rows(one)
+        alone_f, alone_b, alone_r = moe.cost_rows(one)
         for k in fwd:
             assert fwd[k][i] == alone_f[k][0] and bwd[k][i] == alone_b[k][0], k
+            assert redo[k][i] == alone_r[k][0], k
 
 
 def test_dispatch_volumes_of_every_draw_are_the_single_draw_volumes():

@@ -115,8 +115,9 @@ def test_no_candidate_effect_brings_a_group_inside_for_free(probes):
     # What the report states: no candidate brings a group inside without pushing another
     # out, and none raises the count of groups within 2 pp. The DP-overlap slowdown fitted
     # to the top of its measured range (0.40) trades Nemotron-4 340B BF16 for Nemotron-4
-    # 15B v25.02; only the free exposed-DP fraction brings two inside, and it pushes three
-    # out.
+    # 340B FP8 on GB200 (for Nemotron-4 15B v25.02 before the NVLink5 curve became
+    # group-size aware, 2026-12-02); only the free exposed-DP fraction brings two inside,
+    # and it pushes three out.
     base = outside(probes["none"])
     for name, res in probes.items():
         out = outside(res)
@@ -126,7 +127,7 @@ def test_no_candidate_effect_brings_a_group_inside_for_free(probes):
     slow = probes["dp_overlap_slowdown"]
     assert slow.theta == pytest.approx(0.40)
     assert base - outside(slow) == {"dgxc-nemotron4-340b-h100"}
-    assert outside(slow) - base == {"dgxc2502-nemotron4-15b-h100"}
+    assert outside(slow) - base == {"dgxc-nemotron4-340b-gb200-fp8"}
 
 
 def test_replicates_bound_what_any_model_can_match(groups):

@@ -26,9 +26,10 @@ from ..hardware import Placement, Tier, Topology
 RING_OPS = ("all_reduce", "reduce_scatter", "all_gather")
 
 
-def tier_bandwidth(tier: Tier, nbytes: float) -> float:
-    """Achieved ring bandwidth per GPU per direction for an ``nbytes`` message, bytes/s."""
-    return tier.achievable * tier.size_efficiency(nbytes)
+def tier_bandwidth(tier: Tier, nbytes: float, ranks: int = 0) -> float:
+    """Achieved ring bandwidth per GPU per direction for an ``nbytes`` message over a group
+    of ``ranks`` (the size curve's per-rank shard, where the tier sets ``curve_ranks``), bytes/s."""
+    return tier.achievable * tier.size_efficiency(nbytes, ranks)
 
 
 def ring_bandwidth(place: Placement, topo: Topology, nbytes: float) -> float:
@@ -41,17 +42,25 @@ def ring_bandwidth(place: Placement, topo: Topology, nbytes: float) -> float:
     slowest link; NVIDIA/nccl #812: 8 x 24 GB/s = 192 GB/s per DGX A100 node).
     Inside the domain the ring runs at the scale-up tier's bandwidth ``B_0``.
     """
+    n = place.size
     if place.span == 0:
-        return tier_bandwidth(topo.tiers[0], nbytes)
-    links = [tier_bandwidth(topo.tiers[0], nbytes)] if place.local > 1 else []
+        return tier_bandwidth(topo.tiers[0], nbytes, n)
+    links = [tier_bandwidth(topo.tiers[0], nbytes, n)] if place.local > 1 else []
     for i in range(1, place.span + 1):
-        links.append(place.per_tier[i - 1] * tier_bandwidth(topo.tiers[i], nbytes))
+        links.append(place.per_tier[i - 1] * tier_bandwidth(topo.tiers[i], nbytes, n))
     return min(links)
 
 
 def span_latency(place: Placement, topo: Topology) -> float:
     """Per-step latency alpha, s: a synchronous step waits for its slowest (outermost) hop."""
     return topo.tiers[place.span].latency_s
+
+
+def base_latency(place: Placement, topo: Topology) -> float:
+    """Fixed latency charged once per collective, s: kernel launch and the protocol's
+    start-up before the first step (NCCL src/graph/tuning.cc: ``baseLat[algo][proto] +
+    nsteps * hwLat``); the span tier's ``base_latency_s`` (0 where not set)."""
+    return topo.tiers[place.span].base_latency_s
 
 
 def ring_steps(op: str, n: int) -> int:
@@ -62,14 +71,22 @@ def ring_steps(op: str, n: int) -> int:
 def ring_time(op: str, nbytes: float, place: Placement, topo: Topology) -> float:
     """Ring collective, s (Thakur et al. 2005, sec. 4).
 
-    all-reduce: ``2(n-1)/n * S / B + 2(n-1) * alpha``;
-    reduce-scatter / all-gather: ``(n-1)/n * S / B + (n-1) * alpha``,
-    with ``B`` = :func:`ring_bandwidth` (bytes/s) and ``alpha`` the span tier's latency (s).
+    all-reduce: ``2(n-1)/n * S / B + 2(n-1) * alpha + alpha_0``;
+    reduce-scatter / all-gather: ``(n-1)/n * S / B + (n-1) * alpha + alpha_0``,
+    with ``B`` = :func:`ring_bandwidth` (bytes/s), ``alpha`` the span tier's per-step latency
+    and ``alpha_0`` its once-per-collective latency (s, :func:`base_latency`). Inside one
+    domain whose tier gives an LL protocol bandwidth ``B_LL``, the transfer term is
+    ``min(moved / B, moved / B_LL)``: NCCL's tuner picks, per size, the faster of the LL
+    protocol (flat, ~1/4 of the link: src/graph/tuning.cc) and the pipelined Simple one.
     """
     n = place.size
     steps = ring_steps(op, n)
-    return steps / n * nbytes / ring_bandwidth(place, topo, nbytes) + steps * span_latency(
-        place, topo)
+    moved = steps / n * nbytes
+    transfer = moved / ring_bandwidth(place, topo, nbytes)
+    ll = topo.tiers[place.span].ll_busbw if place.span == 0 else 0.0
+    if ll > 0:  # NCCL's tuner takes LL where its flat, lower bandwidth is faster
+        transfer = min(transfer, moved / ll)
+    return transfer + steps * span_latency(place, topo) + base_latency(place, topo)
 
 
 def tree_time(nbytes: float, place: Placement, topo: Topology) -> float:
@@ -83,7 +100,8 @@ def tree_time(nbytes: float, place: Placement, topo: Topology) -> float:
     hence ``2 S / B`` with ``B`` the same bottleneck bandwidth as the ring.
     """
     hops = 2 * math.ceil(math.log2(place.size))
-    return 2.0 * nbytes / ring_bandwidth(place, topo, nbytes) + hops * span_latency(place, topo)
+    return (2.0 * nbytes / ring_bandwidth(place, topo, nbytes) + hops * span_latency(place, topo)
+            + base_latency(place, topo))
 
 
 def nvls_time(nbytes: float, place: Placement, topo: Topology) -> float:
@@ -99,9 +117,9 @@ def nvls_time(nbytes: float, place: Placement, topo: Topology) -> float:
     """
     n = place.size
     tier = topo.tiers[place.span]
-    busbw = tier.nvls_busbw * tier.size_efficiency(nbytes)
+    busbw = tier.nvls_busbw * tier.size_efficiency(nbytes, n)
     steps = 2 * (n - 1)
-    return steps / n * nbytes / busbw + steps * tier.latency_s
+    return steps / n * nbytes / busbw + steps * tier.latency_s + tier.base_latency_s
 
 
 def hierarchical_time(op: str, nbytes: float, place: Placement, topo: Topology) -> float:
@@ -132,10 +150,10 @@ def alltoall_bandwidths(place: Placement, topo: Topology, nbytes: float) -> tupl
     cannot aggregate NICs, each GPU runs at about one NIC's bandwidth
     (nccl-tests #267), the slowest tier crossed, oversubscription included.
     """
-    t0 = topo.tiers[0]
-    intra = t0.bandwidth * t0.alltoall_efficiency * t0.size_efficiency(nbytes)
+    t0, n = topo.tiers[0], place.size
+    intra = t0.bandwidth * t0.alltoall_efficiency * t0.size_efficiency(nbytes, n)
     cross = min((t.bandwidth * t.alltoall_efficiency / t.oversubscription
-                 * t.size_efficiency(nbytes)) for t in topo.tiers[1:place.span + 1]) \
+                 * t.size_efficiency(nbytes, n)) for t in topo.tiers[1:place.span + 1]) \
         if place.span > 0 else intra
     return intra, cross
 
@@ -155,7 +173,7 @@ def alltoall_time(send: float, nbytes: float, place: Placement, topo: Topology) 
     frac_out = 1.0 - frac_in
     t_in = send * frac_in / intra_bw
     t_out = send * frac_out / cross_bw
-    return max(t_in, t_out) + (n - 1) * span_latency(place, topo)
+    return max(t_in, t_out) + (n - 1) * span_latency(place, topo) + base_latency(place, topo)
 
 
 def alltoall_time_rows(send: np.ndarray, place: Placement, topo: Topology) -> np.ndarray:
@@ -174,7 +192,7 @@ def alltoall_time_rows(send: np.ndarray, place: Placement, topo: Topology) -> np
     def curve(t: Tier) -> np.ndarray | float:  # Tier.size_efficiency over an array
         if t.half_bandwidth_bytes <= 0:
             return 1.0
-        return np.where(nbytes > 0, 1.0 / (1.0 + (t.half_bandwidth_bytes / safe)
+        return np.where(nbytes > 0, 1.0 / (1.0 + (t.half_point(n) / safe)
                                            ** t.curve_exponent), 1.0)
 
     t0 = topo.tiers[0]
@@ -185,7 +203,7 @@ def alltoall_time_rows(send: np.ndarray, place: Placement, topo: Topology) -> np
     frac_in = (local - 1) / (n - 1)
     frac_out = 1.0 - frac_in
     t = np.maximum(send * frac_in / intra, send * frac_out / cross) \
-        + (n - 1) * span_latency(place, topo)
+        + (n - 1) * span_latency(place, topo) + base_latency(place, topo)
     return np.where(send > 0, t, 0.0)
 
 
@@ -198,4 +216,4 @@ def send_recv_time(nbytes: float, place: Placement, topo: Topology) -> float:
     # No size curve: a single transfer has no ring pipeline to fill; the alpha term
     # carries the fixed cost (Hockney 1994).
     bw = min(t.achievable for t in (tiers[1:] or tiers))
-    return span_latency(place, topo) + nbytes / bw
+    return span_latency(place, topo) + base_latency(place, topo) + nbytes / bw

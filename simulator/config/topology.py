@@ -63,6 +63,9 @@ class GPUConfig(Schema):
     # Fraction of compute throughput lost while a collective runs beside it (the SMs
     # and HBM bandwidth NCCL's kernels take); 0 = overlap is free.
     comm_overlap_slowdown: Unit = 0.0
+    # Board power limit (nvidia-smi -pl), W; None: the TDP (power.gpu_tdp_W). Below the TDP
+    # the sustained SM clock and every compute-bound FLOP/s drop (hardware/power.py).
+    power_limit_W: Rate | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
 
@@ -87,6 +90,15 @@ class TierConfig(Schema):
     deepep_efficiency: Fraction | None = None
     half_bandwidth_MB: Amount = 16.0
     curve_exponent: Exponent = 0.8
+    # Group-size-aware curve (0 / unset: off). ``curve_ranks``: the group size at which
+    # half_bandwidth_MB holds; the curve then sees the per-rank shard S * curve_ranks / n
+    # (a ring or NVLS step moves S/n per rank). ``base_latency_us``: fixed per-collective
+    # latency added once to the per-step terms (NCCL tuning.cc baseLat + nsteps * hwLat).
+    curve_ranks: GPUCount | None = None
+    base_latency_us: Amount = 0.0
+    # NCCL's low-latency (LL) protocol: no pipeline ramp, a fraction of the link (NCCL
+    # tuning.cc: ring LL busBw = 1/4 of Simple); a ring takes the faster protocol.
+    ll_busbw_GBps: Rate | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
 
@@ -155,6 +167,8 @@ class PowerConfig(Schema):
     node_other_W: NonNegative = 0.0
     network_W_per_gpu: NonNegative = 0.0
     pue: PUE = 1.0
+    # Dynamic power vs SM clock, P_dyn ~ f**k (hardware/power.py); 3: f * V**2 with V ~ f.
+    dvfs_exponent: Exponent = 3.0
     sources: dict[str, str] = Field(default_factory=dict)
 
 

@@ -70,6 +70,13 @@ class MoEConfig(Schema):
     # under another's compute) and --moe-shared-expert-overlap.
     overlap_moe_expert_parallel_comm: bool = False
     shared_expert_overlap: bool = False
+    # Megatron-Core --moe-router-fusion (TE fused top-k / score / aux-loss kernels),
+    # --moe-permute-fusion (TE fused permute / unpermute) and
+    # --moe-pad-expert-input-to-capacity (with a capacity factor: fixed expert shapes, no
+    # host sync). Kernel launches per layer: simulator/workload/moe/host.py.
+    router_fusion: bool = False
+    permute_fusion: bool = False
+    pad_expert_input_to_capacity: bool = False
 
     @check
     def _check(self) -> None:
@@ -82,6 +89,10 @@ class MoEConfig(Schema):
         if self.router_load == "trace" and not self.router_trace:
             raise ConfigError("model.moe.router_trace", None,
                               "a CSV path is required when router_load is 'trace'")
+        if self.pad_expert_input_to_capacity and self.capacity_factor is None:
+            raise ConfigError("model.moe.pad_expert_input_to_capacity", True,
+                              "needs model.moe.capacity_factor (Megatron-Core: padding is to "
+                              "the expert capacity)")
 
 
 class ModelConfig(Schema):
@@ -211,6 +222,10 @@ class TrainingConfig(Schema):
     # performance recipes set grad_reduce_in_fp32 False: bf16 grads, half the bytes.
     grad_reduce_in_fp32: bool = True
     use_flash_attn: bool = True
+    # Megatron-Core apply_rope_fusion (Megatron-LM default; --no-rope-fusion turns it off):
+    # one TE kernel per rotated tensor (MLA: fused_apply_mla_rope) instead of the eager
+    # rotate-half sequence; counted in the host's kernel launches (workload/moe/host.py).
+    apply_rope_fusion: bool = True
     # Megatron-Core --cuda-graph-impl / --cuda-graph-scope: graphed parts of a layer launch
     # as one graph instead of kernel by kernel (simulator/workload/moe/host.py);
     # "full_iteration" graphs the whole step (needs sync-free dropless MoE: Megatron's
@@ -218,6 +233,15 @@ class TrainingConfig(Schema):
     cuda_graph_impl: Literal["none", "local", "transformer_engine", "full_iteration"] = "none"
     cuda_graph_scope: list[Literal["full", "attn", "mlp", "moe", "moe_router",
                                    "moe_preprocess"]] = Field(default_factory=lambda: ["full"])
+    # Megatron-Core's older --enable-cuda-graph: the same as cuda_graph_impl "local"
+    enable_cuda_graph: bool = False
+
+    @property
+    def graph_impl(self) -> str:
+        """The CUDA-graph implementation in force (``enable_cuda_graph``: "local")."""
+        if self.cuda_graph_impl == "none" and self.enable_cuda_graph:
+            return "local"
+        return self.cuda_graph_impl
     seed: Count = 0
     # Megatron-Core precision-aware optimizer (--use-precision-aware-optimizer and the
     # dtypes it allows): main (master) params, main grads and Adam moments below fp32.

@@ -55,14 +55,20 @@ class GPU:
     comm_overlap_slowdown: float = 0.0
     host_launch_s: float = 0.0
     host_link_bandwidth: float | None = None  # bytes/s per direction, GPU <-> host
+    clock_ratio: float = 1.0  # sustained clock under the power limit / default (power.py)
 
     def peak(self, dtype: str) -> float:
-        """Dense peak FLOP/s for ``dtype``; raises ConfigError if the GPU lacks it."""
+        """Dense peak FLOP/s for ``dtype`` at the clock the power limit sustains (the
+        datasheet peak times ``clock_ratio``); raises ConfigError if the GPU lacks it."""
         if dtype not in self.peak_flops:
             raise ConfigError("training.precision", dtype,
                               f"{self.name} has no {dtype} tensor cores; "
                               f"supported: {', '.join(sorted(self.peak_flops))}")
         return self.peak_flops[dtype]
+
+    def datasheet_peak(self, dtype: str) -> float:
+        """The datasheet's dense peak FLOP/s (MFU / HFU denominators), whatever the limit."""
+        return self.peak(dtype) / self.clock_ratio
 
 
 @dataclass(frozen=True)
@@ -85,24 +91,37 @@ class Tier:
     half_bandwidth_bytes: float
     curve_exponent: float
     deepep_efficiency: float = 0.0
+    curve_ranks: int = 0  # group size half_bandwidth_bytes holds at; 0: the buffer S itself
+    base_latency_s: float = 0.0  # once per collective, s (NCCL tuning.cc baseLat)
+    ll_busbw: float = 0.0  # LL protocol ring bus bandwidth, bytes/s; 0: not modelled
 
     @property
     def achievable(self) -> float:
         """Large-message ring bandwidth per GPU per direction, bytes/s."""
         return self.bandwidth * self.efficiency / self.oversubscription
 
-    def size_efficiency(self, nbytes: float) -> float:
+    def size_efficiency(self, nbytes: float, ranks: int = 0) -> float:
         """Fraction of ``achievable`` reached by a message of ``nbytes`` bytes.
 
         ``1 / (1 + (S_half / S)**gamma)``: a two-parameter saturation curve fitted
         per tier to nccl-tests bus bandwidth against message size (pipeline
-        fill, protocol and channel-count effects below ~100 MB).
+        fill, protocol and channel-count effects below ~100 MB). With ``curve_ranks``
+        set and the group's ``ranks`` given, the curve sees the per-rank shard: a ring
+        or NVLS step moves ``S / n`` per rank, so the half-bandwidth point scales as
+        ``S_half * n / curve_ranks`` (an 8-GPU group reaches the plateau at 1/9 of
+        the buffer a 72-GPU group needs).
         """
         if nbytes <= 0:
             return 1.0
         if self.half_bandwidth_bytes <= 0:
             return 1.0
-        return 1.0 / (1.0 + (self.half_bandwidth_bytes / nbytes) ** self.curve_exponent)
+        return 1.0 / (1.0 + (self.half_point(ranks) / nbytes) ** self.curve_exponent)
+
+    def half_point(self, ranks: int = 0) -> float:
+        """Half-bandwidth buffer size for a group of ``ranks`` (bytes; see size_efficiency)."""
+        if self.curve_ranks and ranks:
+            return self.half_bandwidth_bytes * ranks / self.curve_ranks
+        return self.half_bandwidth_bytes
 
 
 @dataclass(frozen=True)
@@ -220,13 +239,17 @@ def _remember(cache: dict[Any, Any], key: Any, value: Any) -> Any:
 
 
 def _from_config(cfg: TopologyConfig) -> Topology:
+    from .power import clock_ratio  # the clock a power limit sustains (hardware/power.py)
+
     g = cfg.gpu
-    peaks = {"bf16": g.peak_tflops.bf16 * TB,
-             "fp16": (g.peak_tflops.fp16 or g.peak_tflops.bf16) * TB}
+    ratio = clock_ratio(cfg)
+    clock = ratio * TB  # peaks scale with the sustained SM clock
+    peaks = {"bf16": g.peak_tflops.bf16 * clock,
+             "fp16": (g.peak_tflops.fp16 or g.peak_tflops.bf16) * clock}
     if g.peak_tflops.fp8:
-        peaks["fp8"] = g.peak_tflops.fp8 * TB
+        peaks["fp8"] = g.peak_tflops.fp8 * clock
     if g.peak_tflops.fp32:
-        peaks["fp32"] = g.peak_tflops.fp32 * TB
+        peaks["fp32"] = g.peak_tflops.fp32 * clock
     gpu = GPU(
         name=g.name, peak_flops=peaks, hbm_bytes=usable_hbm_bytes(g.hbm_GB, g.hbm_usable_MiB),
         hbm_bandwidth=g.hbm_bandwidth_TBps * TB, gemm_efficiency=g.gemm_efficiency,
@@ -238,7 +261,7 @@ def _from_config(cfg: TopologyConfig) -> Topology:
         framework_memory_bytes=g.framework_memory_GB * GB,
         host_link_bandwidth=g.host_link_GBps * GB if g.host_link_GBps else None,
         comm_overlap_slowdown=g.comm_overlap_slowdown,
-        host_launch_s=g.host_launch_us * US,
+        host_launch_s=g.host_launch_us * US, clock_ratio=ratio,
     )
     return Topology(name=cfg.name, gpu=gpu, tiers=tuple(_tier(t) for t in cfg.tiers))
 
@@ -251,4 +274,6 @@ def _tier(t: TierConfig) -> Tier:
         alltoall_efficiency=t.alltoall_efficiency or t.efficiency,
         half_bandwidth_bytes=t.half_bandwidth_MB * MB, curve_exponent=t.curve_exponent,
         deepep_efficiency=t.deepep_efficiency or t.alltoall_efficiency or t.efficiency,
+        curve_ranks=t.curve_ranks or 0, base_latency_s=t.base_latency_us * US,
+        ll_busbw=t.ll_busbw_GBps * GB if t.ll_busbw_GBps else 0.0,
     )

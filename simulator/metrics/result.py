@@ -139,7 +139,7 @@ def kernel_peak(w: Workload, topo: Topology) -> float:
     """FLOP/s of the fastest tensor cores the simulated kernels use: the FP8 peak in an
     FP8 recipe, else the bf16 peak (fp16 GEMMs are timed at it; :mod:`simulator.compute`).
     HFU divides by it, so no kernel can be credited more than its hardware delivers."""
-    return topo.gpu.peak(w.training.precision_type.kernel)
+    return topo.gpu.datasheet_peak(w.training.precision_type.kernel)
 
 
 def summarize(plan: Plan, run: EngineResult, memory) -> Result:
@@ -167,7 +167,7 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     kept = kept_fraction(plan)
     flops = model_flops_per_step(w, kept_fraction=kept)
     causal = model_flops_per_step(w, causal=True, kept_fraction=kept)
-    peak = topo.gpu.peak(w.training.precision)
+    peak = topo.gpu.datasheet_peak(w.training.precision)
     busy = [s.busy for s in run.stages]
     imbalance = {"pp": max(busy) / (sum(busy) / len(busy)) if sum(busy) > 0 else 1.0,
                  **plan.imbalance}

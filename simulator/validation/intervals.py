@@ -54,7 +54,7 @@ from .crossval import _release, fold_key, source_key
 from .predict import predict
 from .report import write_atomic
 
-NOT_CASE_DIRS = ("schedules", "step_spread")
+NOT_CASE_DIRS = ("schedules", "step_spread", "collectives")  # not step-time runs
 # Until every case names training.stack: groups of another stack, by id prefix.
 STACK_BY_PREFIX = {"automodel-": "automodel"}
 

@@ -71,12 +71,17 @@ class ChunkCoster:
         moe_bwd = backward_of(moe_fwd)
         self.moe_base = (self._layer(shared, moe_layer=True, ops=(moe_fwd, moe_bwd))
                          if w.model.moe else None)
-        self.moe = MoECost(w, topo, self.groups, x.T, self.moe_base) if w.model.moe else None
+        self.moe_plain_bwd = cost_ops(moe_bwd, self.ctx) if w.model.moe else None
+        # the routed part's host model sees the layer's own backward; a recomputed layer's
+        # re-run forward + backward is one joint host / GPU period (moe_host
+        # recompute_period), not a backward max plus a forward max (with which a faster
+        # link that shortened the re-run lengthened the step)
+        self.moe = (MoECost(w, topo, self.groups, x.T, (self.moe_base[0], self.moe_plain_bwd),
+                            self.moe_base[1].duration) if w.model.moe else None)
         self.ep_parts: list[MoEPart] = []  # MoE parts of the last chunk() call
         self._collected: dict[tuple, tuple] = {}  # collect(): chunks alike
         self.rc = rc = tr.recompute_plan
         self.recompute_moe = rc.full or rc.has("moe")
-        self.moe_plain_bwd = cost_ops(moe_bwd, self.ctx) if self.moe else None
         self.offload_layers = tr.cpu_offloading_num_layers if tr.cpu_offloading else 0
         self.offload = self._offload_waits(topo) if self.offload_layers else None
         emb, out = embedding_forward(w), output_forward(w)
@@ -219,8 +224,9 @@ class ChunkCoster:
             f.extend(moe_phase(fp, ops), ops=ops)
             b.extend(moe_phase(bp, ops), ops=ops)
             if self.recompute_moe and redo:  # the re-run forward counts in the breakdown too
-                b.extend(moe_phase(fp, ops), ops=ops)
-                self.ep_parts.append(fp)
+                rp = self.moe.part(layer, mb, "redo")
+                self.ep_parts.append(rp)
+                b.extend(moe_phase(rp, ops), ops=ops)
             b.extend(self.moe_base[1] if redo else self.moe_plain_bwd, ops=ops)
         self._dense(f, b, dense_run, plain_run, ops)
         if dense_run + plain_run:  # none: the dense layer need not be costed

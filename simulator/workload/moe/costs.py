@@ -21,9 +21,9 @@ from ...hardware import Topology
 from ...moe.batch import LoadRows
 from .draws import ByteLRU, clear_draw_tables
 
-# a slot holds at most two [11, K] stacks and 2 x 11 fields of K draws, some broadcast:
-# 8 bytes x 48 per draw bounds it
-COST_BYTES_PER_DRAW = 8 * 48
+# a slot holds at most three [11, K] stacks and 3 x 11 fields of K draws, some broadcast:
+# 8 bytes x 72 per draw bounds it
+COST_BYTES_PER_DRAW = 8 * 72
 CACHE_BYTES = 128 << 20
 _COSTS = ByteLRU(CACHE_BYTES)
 

@@ -11,7 +11,10 @@ Dropless MoE has one such sync per MoE layer in the forward: the grouped expert
 GEMM needs the per-expert token counts on the host (Megatron-Core's dispatchers
 call ``.cpu()`` / ``.tolist()`` on ``tokens_per_expert``; DeepEP's normal
 ``dispatch`` waits on the CPU for the received counts). The backward reuses the
-counts: no sync. A capacity factor (token dropping) fixes the shapes: no sync.
+counts: no sync. Only a capacity factor with padding to capacity
+(``pad_expert_input_to_capacity``) fixes the shapes: no sync (Megatron-Core
+MoEAlltoAllTokenDispatcher: ``cuda_sync_point = "no_sync"`` for drop-and-pad; dropping
+without padding still syncs, before the first permutation).
 
 A forward MoE layer is two segments around the sync, ``A`` = attention, router,
 dispatch preprocessing and ``B`` = dispatch, experts, combine. After the sync of
@@ -45,6 +48,21 @@ PREPROCESS_KERNELS = 12
 DISPATCH_KERNELS = 6
 COMBINE_KERNELS = 6
 BACKWARD_FACTOR = 2.0
+# Fused releases (Megatron-Core flags, Transformer Engine kernels):
+# --moe-router-fusion: gating GEMM + TE fused_topk_with_score_function + the fused aux-loss
+# score kernel (transformer_engine/pytorch/router.py): 3 launches for the router's 8.
+FUSED_ROUTER_KERNELS = 3
+# --moe-permute-fusion: TE moe_permute / moe_unpermute (one kernel each, with their index
+# map) replace the mask / cumsum / index_select / sort-chunks sequences of
+# megatron/core/transformer/moe/moe_utils.py: preprocessing keeps its histogram and count
+# exchange (4), dispatch and combine keep their exchange and one (un)permute (3 each).
+FUSED_PREPROCESS_KERNELS = 4
+FUSED_DISPATCH_KERNELS = 3
+FUSED_COMBINE_KERNELS = 3
+# RoPE without apply_rope_fusion: Megatron-Core rope_utils._apply_rotary_pos_emb_bshd runs
+# split, rotate-half (chunk, neg, cat), two products, a sum and a concat per rotated tensor
+# (about 6 kernels) where TE's fused_apply_rotary_pos_emb runs one; two tensors (q, k).
+UNFUSED_ROPE_EXTRA_KERNELS = 2 * (6 - 1)
 
 
 @dataclass(frozen=True)
@@ -58,17 +76,33 @@ class LaunchCounts:
     experts: float
 
 
-def launch_counts(attention_ops: int, local_experts: int, fp8: bool, graphed: set[str]
-                  ) -> LaunchCounts:
-    """Forward kernel launches; a graphed scope launches once (one graph)."""
+@dataclass(frozen=True)
+class Fusions:
+    """The release's fusion flags (Megatron-Core names: moe_router_fusion,
+    moe_permute_fusion, apply_rope_fusion); all False: the eager kernel counts above."""
+
+    router: bool = False
+    permute: bool = False
+    rope: bool = True
+
+
+def launch_counts(attention_ops: int, local_experts: int, fp8: bool, graphed: set[str],
+                  fused: Fusions = Fusions()) -> LaunchCounts:
+    """Forward kernel launches; a graphed scope launches once (one graph); without a graph
+    the release's fusions set the counts (module constants, with their sources)."""
     per_expert = 2 * (2 if fp8 else 1)  # fc1, fc2 (+ their FP8 input quantisation)
     experts = local_experts * per_expert + 2.0  # + activation and probability scaling
     whole = "full" in graphed or "moe" in graphed
+    attention = float(attention_ops) + (0 if fused.rope else UNFUSED_ROPE_EXTRA_KERNELS)
+    router = FUSED_ROUTER_KERNELS if fused.router else ROUTER_KERNELS
+    preprocess = FUSED_PREPROCESS_KERNELS if fused.permute else PREPROCESS_KERNELS
+    exchange = (FUSED_DISPATCH_KERNELS + FUSED_COMBINE_KERNELS if fused.permute
+                else DISPATCH_KERNELS + COMBINE_KERNELS)
     return LaunchCounts(
-        attention=1.0 if ("attn" in graphed or "full" in graphed) else float(attention_ops),
-        router=1.0 if ("moe_router" in graphed or whole) else ROUTER_KERNELS,
-        preprocess=1.0 if ("moe_preprocess" in graphed or whole) else PREPROCESS_KERNELS,
-        dispatch_combine=1.0 if whole else DISPATCH_KERNELS + COMBINE_KERNELS,
+        attention=1.0 if ("attn" in graphed or "full" in graphed) else attention,
+        router=1.0 if ("moe_router" in graphed or whole) else float(router),
+        preprocess=1.0 if ("moe_preprocess" in graphed or whole) else float(preprocess),
+        dispatch_combine=1.0 if whole else float(exchange),
         experts=1.0 if whole else experts,
     )
 
@@ -104,8 +138,48 @@ def forward_cost(gpu_a: float, gpu_b: float, host_a: float, host_b: float, synce
     return HostCost(duration=dur, gpu=gpu, host=host, stall=dur - gpu)
 
 
+def recompute_period(gpu_a: float, gpu_b: float, host_a: float, host_b: float,
+                     gpu_bwd: float, host_bwd: float, synced: bool):
+    """Seconds of a recomputed layer's backward: its forward re-run, then its backward.
+
+    The re-run forward syncs again (segments ``A`` | sync | ``B``); after the sync the
+    host issues ``B``, the layer's backward and the next re-run's ``A`` without waiting,
+    so in steady state the period is ``max(g_A + g_B + g_bwd, g_A + h_B + g_bwd,
+    g_A + h_B + h_bwd, h_A + h_B + h_bwd)``: the host runs ahead of the GPU through the
+    backward, and the stall is a max of host and device chains, never their sum.
+    Without a sync, ``max(gpu, host)`` of the whole. Non-decreasing in every GPU and host
+    time (scalars or numpy arrays)."""
+    if not synced:
+        return np.maximum(gpu_a + gpu_b + gpu_bwd, host_a + host_b + host_bwd)
+    after = np.maximum(np.maximum(gpu_b, host_b) + gpu_bwd, host_b + host_bwd)
+    return np.maximum(gpu_a + after, host_a + host_b + host_bwd)
+
+
 def backward_cost(gpu: float, host: float) -> HostCost:
     """Backward layer: GPU or host, whichever is longer (no sync). Both functions take
     scalars or numpy arrays (many router draws at once)."""
     dur = np.maximum(gpu, host)
     return HostCost(duration=dur, gpu=gpu, host=host, stall=dur - gpu)
+
+
+def layer_periods(n: LaunchCounts, launch_s: float, synced: bool,
+                  base: tuple[float, float, float], router, rest, bwd_part
+                  ) -> tuple[HostCost, HostCost, np.ndarray]:
+    """One MoE layer's forward, backward and re-run forward with the host applied, s.
+
+    ``base``: the base ops' forward, backward and recompute + backward (GPU s); ``router``
+    the router's forward, ``rest`` the forward's GPU seconds after the sync (experts,
+    permute, exposed exchanges), ``bwd_part`` the routed part's backward GPU seconds
+    (scalars or arrays over draws). The re-run forward part's duration is what the joint
+    period (:func:`recompute_period`) leaves after the backward part and the base's
+    recompute + backward, so a recomputed layer's three add up to that period."""
+    base_f, base_b, base_redo = base
+    host_a = (n.attention + n.router + n.preprocess) * launch_s
+    host_b = (n.dispatch_combine + n.experts + 2) * launch_s
+    host_bwd = BACKWARD_FACTOR * (host_a + host_b)
+    fwd = forward_cost(base_f + router, rest, host_a, host_b, synced)
+    bwd = backward_cost(base_b + bwd_part, host_bwd)
+    rec_f = max(0.0, base_redo - base_b)  # the base's re-run forward, GPU s
+    joint = recompute_period(rec_f + router, rest, host_a, host_b, base_b + bwd_part,
+                             host_bwd, synced)
+    return fwd, bwd, joint - bwd.duration - rec_f

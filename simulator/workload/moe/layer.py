@@ -49,7 +49,7 @@ from ..cost import Phase
 from .costs import cost_slot
 from .dispatch import Dispatcher
 from .draws import DrawTable, draw_table
-from .host import BACKWARD_FACTOR, backward_cost, forward_cost, graphed_scopes, launch_counts
+from .host import BACKWARD_FACTOR, Fusions, graphed_scopes, launch_counts, layer_periods
 from .part import PART_FIELDS, MoEPart, part_fields
 
 
@@ -57,7 +57,7 @@ class MoECost:
     """Routed-expert cost model for one workload on one topology."""
 
     def __init__(self, w: Workload, topo: Topology, groups: dict[str, Placement], T: float,
-                 base: tuple[Phase, Phase] | None = None):
+                 base: tuple[Phase, Phase] | None = None, base_redo: float | None = None):
         m, p = w.model, w.parallelism
         assert m.moe is not None
         self.w, self.topo, self.moe = w, topo, m.moe
@@ -72,12 +72,17 @@ class MoECost:
         self.fp8 = self.prec.scaled  # quantises its inputs (casts, launches)
         self.seed = w.training.seed
         self.base = base or (Phase(), Phase())
+        # seconds of the base ops' recompute + backward (a recomputed layer's backward)
+        self.base_redo = self.base[1].duration if base_redo is None else base_redo
         tr = w.training
-        self.synced = m.moe.capacity_factor is None and tr.cuda_graph_impl != "full_iteration"
-        graphed = graphed_scopes(tr.cuda_graph_impl, list(tr.cuda_graph_scope), self.synced)
+        sync_free = m.moe.capacity_factor is not None and m.moe.pad_expert_input_to_capacity
+        self.synced = not sync_free and tr.graph_impl != "full_iteration"
+        graphed = graphed_scopes(tr.graph_impl, list(tr.cuda_graph_scope), self.synced)
         # the base ops hold their FP8 quantisation kernels already (workload/fp8.py)
+        fused = Fusions(router=m.moe.router_fusion, permute=m.moe.permute_fusion,
+                        rope=tr.apply_rope_fusion)
         self.launches = launch_counts(len(self.base[0].ops), m.moe.num_experts // self.ep,
-                                      self.fp8, graphed)
+                                      self.fp8, graphed, fused)
         self.dispatcher = self._dispatcher()
         self.shared = self._shared_seconds(m.moe.shared_expert_ffn_hidden_size / p.tensor, T)
         self._table: DrawTable | None = None
@@ -114,7 +119,8 @@ class MoECost:
         layer's base phase times."""
         return (id(self.topo), self._place, self.moe.model_dump_json(), self.ep,
                 self.etp, self.tokens, self.h, self.ffn, self.glu, self.fp8, self.synced,
-                self.launches, self.shared, self.base[0].duration, self.base[1].duration)
+                self.launches, self.shared, self.base[0].duration, self.base[1].duration,
+                self.base_redo)
 
     def _dispatcher(self) -> Dispatcher:
         moe = self.moe
@@ -211,30 +217,30 @@ class MoECost:
         """Uniform routing ignores the random draw: every (layer, micro-batch) costs the same."""
         return self.moe.router_load == "uniform"
 
-    def part(self, layer: int, mb: int, backward: bool) -> MoEPart:
+    def part(self, layer: int, mb: int, backward: bool | str) -> MoEPart:
         """The MoE part of ``layer`` for micro-batch ``mb`` (for every micro-batch at once:
-        :meth:`stacked` and :mod:`.plan`)."""
+        :meth:`stacked` and :mod:`.plan`); ``backward="redo"``: the forward re-run in
+        a recomputed layer's backward."""
         idx = self.table.index(layer, mb)
         key = (idx, backward)
         if key not in self._cache:
-            fields = self.cost_rows()[1 if backward else 0]
+            fields = self.cost_rows()[_KIND[backward]]
             self._cache[key] = MoEPart(loads=self.table.rows.row(idx),
                                        **{k: float(v[idx]) for k, v in fields.items()})
         return self._cache[key]
 
-    def stacked(self, backward: bool) -> np.ndarray:
+    def stacked(self, backward: bool | str) -> np.ndarray:
         """The pool's part fields stacked ``[field, draw]`` in :data:`PART_FIELDS` order
         (``stacked(b)[:, table.entry]``: every (layer, micro-batch) at once)."""
         key = ("stacked", backward)
         if key not in self._cache:
-            fields = self.cost_rows()[1 if backward else 0]
+            fields = self.cost_rows()[_KIND[backward]]
             self._cache[key] = np.stack([fields[k] for k in PART_FIELDS])
         return self._cache[key]
 
-    def cost_rows(self, rows: LoadRows | None = None
-                  ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Forward and backward :class:`MoEPart` fields of every draw of ``rows`` (default:
-        the step's pool, cached), arrays ``[n]``: see :meth:`_costs`."""
+    def cost_rows(self, rows: LoadRows | None = None) -> tuple[dict[str, np.ndarray], ...]:
+        """Forward, backward and re-run forward :class:`MoEPart` fields of every draw of
+        ``rows`` (default: the step's pool, cached), arrays ``[n]``: see :meth:`_costs`."""
         if rows is not None:
             return self._costs(rows)
         if "rows" not in self._cache:
@@ -250,8 +256,11 @@ class MoECost:
         permute = 2 * memory_time((1 + k) * T * self.h * e, gpu)
         return router, permute
 
-    def _costs(self, rows: LoadRows) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Forward and backward seconds of each draw (module docs), numpy over the draws."""
+    def _costs(self, rows: LoadRows) -> tuple[dict[str, np.ndarray], ...]:
+        """Forward, backward and re-run forward seconds of each draw (module docs), numpy
+        over the draws. The re-run part's duration is what a recomputed layer's joint
+        host / GPU period (:func:`.moe_host.recompute_period`) adds beyond the backward
+        part and the base ops' recompute + backward, so the three sum to that period."""
         gpu = self.topo.gpu
         experts = self.expert_seconds(rows.kept_tokens, False).max(axis=-1)
         d_f, c_f = self.dispatcher.times(rows, self.prec.element_bytes, 2.0)
@@ -268,19 +277,21 @@ class MoECost:
         kappa = gpu.comm_overlap_slowdown
         exp_f = _exposed(d_f + c_f, hide_f, kappa)
         exp_b = _exposed(d_b + c_b, hide_b, kappa)
-        c = gpu.host_launch_s
-        n = self.launches
-        host_a = (n.attention + n.router + n.preprocess) * c
-        host_b = (n.dispatch_combine + n.experts + 2) * c
-        fwd = forward_cost(base_f + router, experts + permute + exp_f, host_a, host_b,
-                           self.synced)
-        bwd = backward_cost(base_b + comp_b + exp_b, BACKWARD_FACTOR * (host_a + host_b))
+        fwd, bwd, redo = layer_periods(self.launches, gpu.host_launch_s, self.synced,
+                                       (base_f, base_b, self.base_redo), router,
+                                       experts + permute + exp_f, comp_b + exp_b)
+        redo_gpu = comp_f + exp_f
         size = len(rows)
         return (part_fields(size, fwd.duration - base_f, comp_f, exp_f, d_f, c_f, experts,
                             router, permute, fwd.stall, fwd.host),
                 part_fields(size, bwd.duration - base_b, comp_b, exp_b, d_b, c_b,
                             BACKWARD_FACTOR * experts, BACKWARD_FACTOR * router,
-                            BACKWARD_FACTOR * permute, bwd.stall, bwd.host))
+                            BACKWARD_FACTOR * permute, bwd.stall, bwd.host),
+                part_fields(size, redo, comp_f, exp_f, d_f, c_f, experts, router, permute,
+                            redo - redo_gpu, fwd.host))
+
+
+_KIND = {False: 0, True: 1, "redo": 2}  # part kind -> position in cost_rows()
 
 
 def _exposed(comm: float, hiding: float, kappa: float) -> float:

@@ -57,7 +57,8 @@ def chunk_sums(moe: MoECost, chunks: list[ChunkBase]) -> tuple[np.ndarray, ...]:
     ``[chunk, micro-batch]``."""
     table = moe.table
     per_draw = np.concatenate([moe.stacked(False)[_PHASE_FIELDS],
-                               moe.stacked(True)[_PHASE_FIELDS]])  # [fwd 4 + bwd 4, K]
+                               moe.stacked(True)[_PHASE_FIELDS],
+                               moe.stacked("redo")[_PHASE_FIELDS]])  # [fwd, bwd, re-run 4, K]
     rows = [[table.layer_row[x[0]] for x in ch.layers] for ch in chunks]
     for r in rows:
         assert r == list(range(r[0], r[0] + len(r))) if r else True, \
@@ -82,14 +83,13 @@ def chunk_sums(moe: MoECost, chunks: list[ChunkBase]) -> tuple[np.ndarray, ...]:
         return out
 
     both = sums(per_draw, None, list(range(len(chunks))))
-    mf, mb = both[:4], both[4:]
+    mf, mb, mr = both[:4], both[4:8], both[8:]
     # a chunk whose layers all re-run (all count in W) has the sums above; only the others
     # (the MTP layer's chunk) are summed again without the layers left out
     rerun = [i for i, ch in enumerate(chunks) if not all(x[1] for x in ch.layers)]
-    mr = mf
     if rerun:
-        mr = mf.copy()
-        mr[:, rerun] = sums(per_draw[:4], 1, rerun)
+        mr = mr.copy()
+        mr[:, rerun] = sums(per_draw[8:], 1, rerun)
     counted = [i for i, ch in enumerate(chunks) if not all(x[2] for x in ch.layers)]
     mw = mb[E]
     if counted:
@@ -110,7 +110,7 @@ def _chunk_sums_rows(per_draw: np.ndarray, entry: np.ndarray, chunks: list[Chunk
             span[i] = r[0], r[-1] + 1
         for row, (_, again, in_w) in zip(r, ch.layers, strict=True):
             rerun[row], counted[row] = again, in_w
-    parts = per_draw[:, entry]  # [8, layer, micro-batch]
+    parts = per_draw[:, entry]  # [12, layer, micro-batch]
 
     def sums(g: np.ndarray) -> np.ndarray:  # [fields, layer, mb] -> [fields, chunk, mb]
         out = np.zeros((g.shape[0], len(chunks), g.shape[2]))
@@ -120,22 +120,24 @@ def _chunk_sums_rows(per_draw: np.ndarray, entry: np.ndarray, chunks: list[Chunk
         return out
 
     both = sums(parts)
-    mf, mb = both[:4], both[4:]
-    mr = mf if rerun.all() else sums(parts[:4] * rerun[:, None])
+    mf, mb = both[:4], both[4:8]
+    mr = both[8:] if rerun.all() else sums(parts[8:] * rerun[:, None])
     mw = mb[E] if counted.all() else sums(parts[4 + E:5 + E] * counted[:, None])[0]
     return mf, mb, mr, mw / 2
 
 
 def stage_draw_uses(moe: MoECost, chunks: list[ChunkBase], runs: np.ndarray,
-                    stages: int) -> np.ndarray:
+                    stages: int, rerun_only: bool = False) -> np.ndarray:
     """How often each stage's forward (and backward) uses each pool draw, ``[stage, K]``:
     one count per (MoE layer of a chunk, micro-batch the chunk runs: ``runs[chunk, mb]``).
     Counted per chunk, not per layer: DualPipe holds every layer twice, once per
-    direction, on two stages."""
+    direction, on two stages. ``rerun_only``: of the layers whose forward re-runs in the
+    backward."""
     table = moe.table
     k = len(table.rows)
-    rows = [table.layer_row[x[0]] for ch in chunks for x in ch.layers]
-    chunk = np.repeat(np.arange(len(chunks)), [len(ch.layers) for ch in chunks])
+    picked = [[x for x in ch.layers if x[1] or not rerun_only] for ch in chunks]
+    rows = [table.layer_row[x[0]] for layers in picked for x in layers]
+    chunk = np.repeat(np.arange(len(chunks)), [len(layers) for layers in picked])
     stage = np.array([ch.s for ch in chunks], dtype=np.int64)[chunk]
     keys = (stage[:, None] * k + table.entry[rows])[runs[chunk]]
     return np.bincount(keys, minlength=stages * k).reshape(stages, k).astype(float)
@@ -199,10 +201,9 @@ def _add_totals(moe: MoECost, chunks: list[ChunkBase], runs: np.ndarray,
     parts = (moe.stacked(False) + moe.stacked(True))[_EP_FIELDS]  # [key, K]
     per_stage = stage_draw_uses(moe, chunks, runs, len(totals)) @ parts.T  # [stage, key]
     # forwards re-run in the backward (recompute) are in the phases: count them too
-    again = [replace(ch, layers=[x for x in ch.layers if x[1]]) for ch in chunks]
-    if any(ch.layers for ch in again):
-        per_stage = per_stage + stage_draw_uses(moe, again, runs, len(totals)) \
-            @ moe.stacked(False)[_EP_FIELDS].T
+    if any(x[1] for ch in chunks for x in ch.layers):
+        per_stage = per_stage + stage_draw_uses(moe, chunks, runs, len(totals), rerun_only=True) \
+            @ moe.stacked("redo")[_EP_FIELDS].T
     for s in sorted(set(stage.tolist())):
         for k, v in zip(EP_KEYS, per_stage[s].tolist(), strict=True):
             ep_totals[s][k] = ep_totals[s].get(k, 0.0) + v

@@ -1,0 +1,82 @@
+"""Fit of a scale-up tier's ring constants to all-reduce curves measured on small groups.
+
+``python -m simulator.collectives.group_fit gb200-nvl72`` fits ``efficiency`` (ring
+plateau), ``base_latency_us`` (once per collective) and ``ll_busbw_GBps`` (NCCL's LL
+protocol) of the topology's tier 0 by least squares on log bus bandwidth, to the groups of
+``validation/collectives/nvlink5_groups.yaml`` marked ``fit: true``, with the tier's other
+constants (per-step latency, NVLS curve) as in the topology file; then prints every group's
+points, predicted against measured. Units: GB/s (nccl-tests busbw), bytes, microseconds.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from ..config import load_topology
+from ..hardware import Topology
+from .cost import bus_bandwidth, collective_time
+
+DATA = Path(__file__).parents[2] / "validation" / "collectives" / "nvlink5_groups.yaml"
+PARAMS = ("efficiency", "base_latency_us", "ll_busbw_GBps")
+BOUNDS = ((0.5, 0.0, 10.0), (1.0, 50.0, 900.0))
+
+
+def load_groups(path: Path = DATA) -> list[dict]:
+    """The measured groups (``points``: ``[[bytes, busbw GB/s], ...]``)."""
+    return yaml.safe_load(path.read_text())
+
+
+def predicted_busbw(topo: Topology, ranks: int, nbytes: float, algo: str | None) -> float:
+    """nccl-tests all-reduce busbw the model gives for ``ranks`` consecutive GPUs, GB/s."""
+    seconds = collective_time("all_reduce", nbytes, topo.place(ranks), topo, algo)
+    return bus_bandwidth("all_reduce", nbytes, ranks, seconds) / 1e9
+
+
+def _topology(name: str, values: np.ndarray | None = None) -> Topology:
+    over = {} if values is None else {f"tiers.0.{k}": float(v)
+                                      for k, v in zip(PARAMS, values, strict=True)}
+    return Topology.from_config(load_topology(name, over))
+
+
+def residuals(name: str, values: np.ndarray | None, groups: list[dict]) -> np.ndarray:
+    """log(predicted / measured) of every point of ``groups``."""
+    topo = _topology(name, values)
+    return np.array([np.log(predicted_busbw(topo, g["ranks"], s, g.get("algo")) / v)
+                     for g in groups for s, v in g["points"]])
+
+
+def fit(name: str, groups: list[dict]) -> tuple[np.ndarray, float]:
+    """(fitted PARAMS, rms of log residuals) on the ``fit: true`` groups for ``name``."""
+    from scipy.optimize import least_squares
+
+    train = [g for g in groups if g.get("fit") and g["topology"] == name]
+    cfg = load_topology(name).tiers[0]
+    start = [cfg.efficiency, cfg.base_latency_us or 10.0, cfg.ll_busbw_GBps or 300.0]
+    result = least_squares(lambda x: residuals(name, x, train), start, bounds=BOUNDS)
+    return result.x, float(np.sqrt(np.mean(result.fun ** 2)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    name = (argv if argv is not None else sys.argv[1:] or ["gb200-nvl72"])[0]
+    groups = load_groups()
+    values, rms = fit(name, groups)
+    print(f"{name} tier 0: " + ", ".join(f"{k} {v:.4g}" for k, v in zip(PARAMS, values,
+                                                                          strict=True))
+          + f" (rms {rms:.1%} on the fit groups)")
+    topo = _topology(name)
+    for g in groups:
+        if g["topology"] != name:
+            continue
+        print(f"{g['group']} ({g['ranks']} GPUs, fit: {bool(g.get('fit'))})")
+        for s, v in g["points"]:
+            p = predicted_busbw(topo, g["ranks"], s, g.get("algo"))
+            print(f"  {s:>12d} B  measured {v:8.2f}  model {p:8.2f}  {p / v - 1:+6.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""NVLink5 collectives by group size: the curve holds for 4-, 8- and 16-GPU TP / EP groups.
+
+Measured points: ``validation/collectives/nvlink5_groups.yaml`` (sources there); model:
+``curve_ranks`` (per-rank shard), ``base_latency_us`` and ``ll_busbw_GBps`` of the NVLink5
+tiers (docs/collectives.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator.collectives import bus_bandwidth, collective_time
+from simulator.collectives.group_fit import load_groups, predicted_busbw, residuals
+from simulator.config import load_topology
+from simulator.hardware import Topology
+
+GROUPS = {g["group"]: g for g in load_groups()}
+
+
+def _topo(name: str) -> Topology:
+    return Topology.from_config(load_topology(name))
+
+
+def _seconds(topo: Topology, n: int, nbytes: float) -> float:
+    return collective_time("all_reduce", nbytes, topo.place(n), topo)
+
+
+def test_four_gpu_tray_curve_from_1kib_to_8gib():
+    # the fitted group: every point of the 24-point curve within 20 %, rms within 6 %
+    err = residuals("gb200-nvl72", None, [GROUPS["gb200-tray-4gpu-ring"]])
+    assert np.sqrt(np.mean(err ** 2)) <= 0.06
+    assert np.max(np.abs(np.expm1(err))) <= 0.20
+
+
+def test_four_gpu_tray_at_the_issue_sizes_within_10_percent():
+    g = GROUPS["gb200-tray-4gpu-ring"]
+    topo = _topo("gb200-nvl72")
+    points = dict(g["points"])
+    for size in (1024, 2**20, 32 * 2**20, 2**30):
+        got = predicted_busbw(topo, 4, size, "ring")
+        assert abs(got / points[size] - 1) <= 0.10, (size, got, points[size])
+
+
+@pytest.mark.parametrize("group", ["gb200-mnnvl-8gpu-peak", "gb200-nvl72-72gpu-nvls"])
+def test_large_messages_within_10_percent(group):
+    g = GROUPS[group]
+    topo = _topo(g["topology"])
+    for size, measured in g["points"]:
+        got = predicted_busbw(topo, g["ranks"], size, g.get("algo"))
+        assert abs(got / measured - 1) <= 0.10, (size, got, measured)
+
+
+def test_b200_eight_gpu_proxy_within_its_documented_disagreement():
+    # 8 x B200 HGX as a proxy for 8 NVL72 GPUs: 16 GiB within 5 %; the mid sizes run up to
+    # ~38 % below the model (documented in the data file): guard against worse
+    g = GROUPS["b200-hgx-8gpu"]
+    topo = _topo("gb200-nvl72")
+    errs = {s: predicted_busbw(topo, 8, s, None) / v - 1 for s, v in g["points"]}
+    assert abs(errs[16 * 2**30]) <= 0.05
+    assert max(abs(e) for e in errs.values()) <= 0.40
+
+
+def test_eight_gpu_group_no_longer_priced_like_a_rack():
+    # issue 28: 8 B cost 154 us on 8 NVL72 GPUs against 14 us on H100, and 32 MB ran at half
+    # the H100 bandwidth. Now small groups pay their own (fewer) steps and reach the plateau
+    # at their own (per-rank) size.
+    gb, h100 = _topo("gb200-nvl72"), _topo("dgx-h100")
+    assert _seconds(gb, 8, 8) < 2 * _seconds(h100, 8, 8)
+    busbw = {t: bus_bandwidth("all_reduce", 32e6, 8, _seconds(topo, 8, 32e6))
+             for t, topo in (("gb", gb), ("h100", h100))}
+    assert busbw["gb"] > busbw["h100"]
+
+
+def test_time_grows_with_group_size_and_the_curve_follows_the_shard():
+    topo = _topo("gb200-nvl72")
+    for size in (8, 2**20, 32 * 2**20, 2**30):
+        times = [_seconds(topo, n, size) for n in (4, 8, 16, 72)]
+        assert times == sorted(times), (size, times)
+    tier = topo.tiers[0]
+    assert tier.size_efficiency(32e6, 8) > tier.size_efficiency(32e6, 72)
+    assert tier.half_point(8) == pytest.approx(tier.half_bandwidth_bytes * 8 / 72)
+
+
+def test_without_the_new_fields_a_tier_is_unchanged():
+    # dgx-h100 sets none of curve_ranks / base_latency_us / ll_busbw_GBps: the curve sees S
+    h = _topo("dgx-h100").tiers[0]
+    assert h.curve_ranks == 0 and h.base_latency_s == 0 and h.ll_busbw == 0
+    assert h.size_efficiency(32e6, 8) == h.size_efficiency(32e6)
