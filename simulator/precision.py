@@ -70,6 +70,9 @@ class Precision:
         return self.casts is not None
 
 
+# bytes per element of every stored dtype (weights, gradients, optimizer states, activations)
+DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+
 FP8_CASTS = Casts(input=4.0, input_transpose=2.0, grad=4.0, weight=4.0,
                   weight_transpose=2.0, gather_ratio=0.5, expert_input=3.0)
 
