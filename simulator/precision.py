@@ -16,6 +16,11 @@ A :class:`Precision` says everything the simulator asks of ``training.precision`
   ``job_wide_amax``, those whose amax reduction is a barrier of the whole TP x DP x CP
   group at every ``fp8_autocast`` exit (:mod:`simulator.metrics.variability`).
 
+Adding a format (MXFP8 as its own entry, NVFP4): one entry here, plus what the hardware
+must say about it: its peak (a ``gpu.peak_tflops`` field, which the topology turns into
+a peak by itself) and, if its GEMMs reach a different share of it, the efficiency field
+named by ``efficiency``.
+
 Cast bytes: Transformer Engine v1.11 (``transformer_engine/pytorch/module/linear.py``,
 ``layernorm_linear.py``; kernels ``fp8_cast_transpose_fused``, ``fp8_transpose``): a
 plain linear's input is read in 16-bit (2 B) and written as row-wise and column-wise FP8
@@ -64,6 +69,9 @@ class Precision:
         """Whether GEMMs need scaled copies of their operands (casts, weight copies)."""
         return self.casts is not None
 
+
+# bytes per element of every stored dtype (weights, gradients, optimizer states, activations)
+DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 
 FP8_CASTS = Casts(input=4.0, input_transpose=2.0, grad=4.0, weight=4.0,
                   weight_transpose=2.0, gather_ratio=0.5, expert_input=3.0)

@@ -64,13 +64,21 @@ def _imports(path: Path) -> list[tuple[str, int]]:
             if n == "simulator" or n.startswith("simulator.")]
 
 
+def _target(name: str) -> str:
+    """The node a ``simulator.*`` import lands on: a subpackage or module, else (a name
+    the root package defines, such as ``from .. import __version__``) the root itself."""
+    part = name.split(".")[1]
+    exists = (ROOT / part).is_dir() or (ROOT / f"{part}.py").is_file()
+    return part if exists else "__init__"
+
+
 def package_graph() -> dict[tuple[str, str], list[str]]:
     """``(from, to) -> ["file:line", ...]`` over every module of ``simulator``."""
     edges: dict[tuple[str, str], list[str]] = defaultdict(list)
     for path in sorted(ROOT.rglob("*.py")):
         src = _node(path)
         for name, line in _imports(path):
-            dst = name.split(".")[1]
+            dst = _target(name)
             if dst != src:
                 edges[(src, dst)].append(f"{path.relative_to(ROOT.parent)}:{line}")
     return dict(edges)

@@ -11,9 +11,9 @@ Extension point: a new kernel family is one function ``(shape..., gpu, dtype)
 from __future__ import annotations
 
 from ..hardware import GPU
-from ..precision import precision_of
+from ..precision import DTYPE_BYTES, precision_of
 
-BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
+BYTES = DTYPE_BYTES  # bytes per element by dtype (simulator.precision)
 
 
 def gemm_efficiency(m: float, n: float, k: float, gpu: GPU, dtype: str) -> float:

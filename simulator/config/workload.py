@@ -203,6 +203,12 @@ class ParallelConfig(Schema):
     def num_gpus(self) -> int:
         return self.tensor * self.pipeline * self.data * self.context
 
+    @property
+    def expert_dp(self) -> int:
+        """Expert-DP size ``(DP*CP*TP) / (EP*ETP)`` (Megatron-Core MoE parallel folding; at
+        least 1). :func:`simulator.shape.params.expert_data_parallel` checks it divides."""
+        return max(1, self.data * self.context * self.tensor // (self.expert * self.etp))
+
 
 class TrainingConfig(Schema):
     """Batch, precision, recompute and overlap switches (Megatron-LM names)."""
@@ -456,9 +462,9 @@ class Workload(Schema):
                               f"must divide parallelism.data x context ({dp_cp}; "
                               "Megatron-Core: the DP x CP ranks split into equal instances)")
         if self.model.moe is not None:
-            # expert-DP (Megatron-Core parallel folding, shape/params.py); a plan whose
-            # EP x ETP does not divide DP x CP x TP is refused there, with its own message
-            edp = max(1, dp_cp * par.tensor // (par.expert * par.etp))
+            # a plan whose EP x ETP does not divide DP x CP x TP is refused by
+            # shape/params.py, with its own message
+            edp = par.expert_dp
             if edp % k:
                 raise ConfigError("training.num_distributed_optimizer_instances", k,
                                   f"must divide the expert-data-parallel size ({edp})")

@@ -244,12 +244,9 @@ def _from_config(cfg: TopologyConfig) -> Topology:
     g = cfg.gpu
     ratio = clock_ratio(cfg)
     clock = ratio * TB  # peaks scale with the sustained SM clock
-    peaks = {"bf16": g.peak_tflops.bf16 * clock,
-             "fp16": (g.peak_tflops.fp16 or g.peak_tflops.bf16) * clock}
-    if g.peak_tflops.fp8:
-        peaks["fp8"] = g.peak_tflops.fp8 * clock
-    if g.peak_tflops.fp32:
-        peaks["fp32"] = g.peak_tflops.fp32 * clock
+    # every peak the datasheet gives (a new number format: one more peak_tflops field)
+    peaks = {k: v * clock for k, v in g.peak_tflops.model_dump().items() if v}
+    peaks.setdefault("fp16", peaks["bf16"])
     gpu = GPU(
         name=g.name, peak_flops=peaks, hbm_bytes=usable_hbm_bytes(g.hbm_GB, g.hbm_usable_MiB),
         hbm_bandwidth=g.hbm_bandwidth_TBps * TB, gemm_efficiency=g.gemm_efficiency,

@@ -31,8 +31,8 @@ distributed optimizer, ``6 + 12/d`` with it):
 from __future__ import annotations
 
 from ..config.workload import TrainingConfig
+from ..precision import DTYPE_BYTES
 
-DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 WEIGHT_BYTES = 2.0  # bf16 / fp16 weights
 FP8_BYTES = 1.0  # one FP8 copy (weight or transpose)
 

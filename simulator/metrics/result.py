@@ -149,19 +149,10 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     # The bottleneck stage (most busy time) sets the pace; its idle time is bubble.
     crit = int(np.argmax([st.busy + st.optimizer for st in run.stages]))
     st = run.stages[crit]
-    sums = plan.totals[crit]
-    dp = max(0.0, st.end - st.pipeline_end - st.optimizer)
-    busy_dp = sums.get("dp", 0.0)  # Megatron-FSDP traffic exposed inside the phases
-    # F&B overlap (DualPipe) hid part of the EP all-to-all the phases expose on their own
-    ep = max(0.0, sums["ep"] - st.fb_saved)
-    exposed = {"tp": sums["tp"], "cp": sums["cp"], "ep": ep, "pp": float(st.pp_wait),
-               "dp": float(dp + busy_dp)}
+    exposed, bubble = _exposed_and_bubble(plan.totals[crit], st, run.step_time)
     ep = _ep_breakdown(plan, crit, st.fb_saved)
     host = ep.get("host_stall", 0.0)  # in the phase durations, neither compute nor comm
-    bubble = float(max(0.0, run.step_time - st.busy - st.pp_wait - dp - st.optimizer))
-    exposed = {k: _denoise(v, run.step_time) for k, v in exposed.items()}
-    bubble = _denoise(bubble, run.step_time)
-    compute = sums["compute"] + st.optimizer
+    compute = plan.totals[crit]["compute"] + st.optimizer
     step = run.step_time
     tokens = w.training.global_batch_size * w.model.seq_length
     kept = kept_fraction(plan)
@@ -173,13 +164,7 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
                  **plan.imbalance}
     params = model_params(w)
     host_bound = host / step if step > 0 else 0.0
-    notes = list(plan.notes)
-    if causal > 0 and flops / causal > 1 + CAUSAL_GAP:
-        notes.append(f"MFU counts the full attention square (the published convention), "
-                     f"{flops / causal - 1:.0%} above the causal count: see mfu_causal")
-    if host_bound > 0.05:
-        notes.append("host launch-bound: the GPU waits for the CPU to issue kernels "
-                     "(host_bound_fraction; training.cuda_graph_impl would cut launches)")
+    notes = _notes(plan, flops / causal if causal > 0 else 1.0, host_bound)
     p = w.parallelism
     moe = w.model.moe is not None
     band = interval(step, Plan(
@@ -209,6 +194,33 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         model_params_total=params.total, model_params_active=params.active,
         ep_breakdown_s=ep, host_bound_fraction=host_bound,
     )
+
+
+def _exposed_and_bubble(sums: dict[str, float], st, step: float
+                        ) -> tuple[dict[str, float], float]:
+    """The bottleneck stage's exposed communication per axis and its bubble (seconds):
+    ``sums`` its phase totals, ``st`` its engine statistics."""
+    dp = max(0.0, st.end - st.pipeline_end - st.optimizer)
+    busy_dp = sums.get("dp", 0.0)  # Megatron-FSDP traffic exposed inside the phases
+    # F&B overlap (DualPipe) hid part of the EP all-to-all the phases expose on their own
+    ep = max(0.0, sums["ep"] - st.fb_saved)
+    exposed = {"tp": sums["tp"], "cp": sums["cp"], "ep": ep, "pp": float(st.pp_wait),
+               "dp": float(dp + busy_dp)}
+    bubble = float(max(0.0, step - st.busy - st.pp_wait - dp - st.optimizer))
+    return {k: _denoise(v, step) for k, v in exposed.items()}, _denoise(bubble, step)
+
+
+def _notes(plan: Plan, full_over_causal: float, host_bound: float) -> list[str]:
+    """The plan's notes, and the result's own: a full-square MFU more than CAUSAL_GAP above
+    the causal count, a launch-bound host."""
+    notes = list(plan.notes)
+    if full_over_causal > 1 + CAUSAL_GAP:
+        notes.append(f"MFU counts the full attention square (the published convention), "
+                     f"{full_over_causal - 1:.0%} above the causal count: see mfu_causal")
+    if host_bound > 0.05:
+        notes.append("host launch-bound: the GPU waits for the CPU to issue kernels "
+                     "(host_bound_fraction; training.cuda_graph_impl would cut launches)")
+    return notes
 
 
 def _ep_breakdown(plan: Plan, stage: int, fb_saved: float) -> dict[str, float]:

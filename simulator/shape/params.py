@@ -155,4 +155,4 @@ def expert_data_parallel(w: Workload) -> int:
     if moe is not None and moe.num_experts % par.expert:
         raise ConfigError("parallelism.expert", par.expert,
                           f"must divide model.moe.num_experts ({moe.num_experts})")
-    return outer // inner
+    return par.expert_dp
