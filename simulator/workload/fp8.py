@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 from .opcopy import derive
 
 if TYPE_CHECKING:  # the Op type only; ops.py imports this module
+    from ..config.stacks import Stack
     from .ops import Op
 
 # TE LayerNormLinear / LayerNormMLP consumers: the norm writes FP8 itself.
@@ -71,20 +72,31 @@ SUFFIX = "_fp8_cast"
 GATHER_BYTES_RATIO = 0.5  # FP8 1 B over bf16 2 B per element
 
 
-def cast_op(op: Op, microbatches: int, fp8_params: bool) -> Op:
+def cast_op(op: Op, microbatches: int, fp8_params: bool, stack: Stack | None = None) -> Op:
     """The quantisation kernels of one FP8 linear ``op`` (shape ``(T, n, k)``).
 
     Forward bytes: input (``T*k`` elements, see module docstring) plus the step's weight
     cast (``n*k`` parameters) spread over ``microbatches``; backward bytes
-    (``bwd_nbytes``): the output gradient, ``T*n`` elements at 4 B.
+    (``bwd_nbytes``): the output gradient, ``T*n`` elements at 4 B. A stack profile with
+    its own recipe (``stacks/*.yaml`` ``fp8``, e.g. torchao's dynamic tensorwise scaling:
+    a separate amax pass and no norm fusion) replaces these per-element bytes, and may
+    rebuild the FP8 weights every micro-batch (FSDP2 reshards them after each use).
     """
     t, n, k = op.shape
     per_in = INPUT_TRANSPOSE_BYTES if op.name in NORM_FUSED else INPUT_CAST_BYTES
     per_w = WEIGHT_TRANSPOSE_BYTES if fp8_params else WEIGHT_CAST_BYTES
-    fwd = per_in * t * k * op.batch + per_w * n * k / max(1, microbatches)
+    per_g = GRAD_CAST_BYTES
+    spread = max(1, microbatches)
+    if stack is not None and stack.fp8_input_bytes is not None:
+        per_in = (stack.fp8_norm_fused_input_bytes if op.name in NORM_FUSED
+                  else stack.fp8_input_bytes) or per_in
+        per_g = stack.fp8_grad_bytes or per_g
+        per_w = stack.fp8_weight_bytes or per_w
+        spread = 1 if stack.fp8_weight_per_microbatch else spread
+    fwd = per_in * t * k * op.batch + per_w * n * k / spread
     return derive(op, name=op.name + SUFFIX, kind="mem", flops=0.0, nbytes=fwd,
                   shape=(0.0, 0.0, 0.0), batch=1.0, model_flops=0.0, column=False,
-                  bwd_nbytes=GRAD_CAST_BYTES * t * n * op.batch)
+                  bwd_nbytes=per_g * t * n * op.batch)
 
 
 def backward_cast(cast: Op) -> Op:
@@ -92,13 +104,14 @@ def backward_cast(cast: Op) -> Op:
     return derive(cast, name=cast.name + "_bwd", nbytes=cast.bwd_nbytes or 0.0)
 
 
-def with_casts(ops: list[Op], microbatches: int, fp8_params: bool) -> list[Op]:
+def with_casts(ops: list[Op], microbatches: int, fp8_params: bool,
+               stack: Stack | None = None) -> list[Op]:
     """``ops`` with each TE linear preceded by its quantisation op and each TP all-gather
     moving FP8 (:data:`GATHER_BYTES_RATIO`; FP8 recipes only)."""
     out: list[Op] = []
     for op in ops:
         if op.kind == "gemm" and op.name in LINEARS:
-            out.append(cast_op(op, microbatches, fp8_params))
+            out.append(cast_op(op, microbatches, fp8_params, stack))
         if op.kind == "comm" and op.axis == "tp" and op.comm == "all_gather":
             op = derive(op, nbytes=op.nbytes * GATHER_BYTES_RATIO)
         out.append(op)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..compute import BYTES
+from ..config.stacks import Stack, load_stack
 from ..config.workload import Workload
 from . import fp8, mla
 from .opcopy import derive
@@ -44,6 +45,9 @@ class Op:
     model_flops: float = 0.0  # FLOPs counted by MFU (attention unmasked, no recompute)
     column: bool = False  # column-parallel GEMM: its input gradient needs a TP collective
     bwd_nbytes: float | None = None  # mem: backward bytes when not twice the forward's
+    # attn: (kernel family, keys per query row, head dim, causal) for the kernel's
+    # efficiency (simulator/compute/attention.py); None: the topology's fitted value
+    attn: tuple[str, float, float, bool] | None = None
 
 
 def gemm(name: str, m: float, n: float, k: float, batch: float = 1.0,
@@ -120,7 +124,9 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
     if w.model.multi_latent_attention:
         full = mla.core_flops(w.model, q, x.s, x.a_t)
     if w.training.use_flash_attn or w.model.multi_latent_attention:
-        return [Op("attention", "attn", flops=full * 0.5, model_flops=full)]
+        head = mla.qk_dim(w.model) if w.model.multi_latent_attention else x.d
+        kernel = (attention_family(w), float(x.s), float(head), True)
+        return [Op("attention", "attn", flops=full * 0.5, model_flops=full, attn=kernel)]
     scores = x.b * x.a_t * (x.s / x.cp) * x.s
     return [
         Op("attn_scores", "gemm", flops=full * 0.5, shape=(x.s / x.cp, x.s, x.d),
@@ -129,6 +135,26 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
         Op("attn_values", "gemm", flops=full * 0.5, shape=(x.s / x.cp, x.d, x.s),
            batch=x.b * x.a_t, model_flops=full * 0.5),
     ]
+
+
+def stack_of(w: Workload) -> Stack:
+    """The workload's stack profile (``training.stack``, stacks/<name>.yaml)."""
+    return load_stack(w.training.stack)
+
+
+def attention_family(w: Workload) -> str:
+    """The attention kernel family of the workload's stack and release."""
+    return stack_of(w).attention_for(w.training.stack_release)
+
+
+def with_stack_kernels(w: Workload, ops: list[Op]) -> list[Op]:
+    """``ops`` with each bandwidth-bound op's bytes scaled by the stack's elementwise
+    factor (eager kernels move more bytes than fused ones; stacks/*.yaml ``launch``)."""
+    factors = stack_of(w).elementwise
+    if not factors:
+        return ops
+    return [derive(o, nbytes=o.nbytes * factors[o.name]) if o.kind == "mem"
+            and o.name in factors else o for o in ops]
 
 
 def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
@@ -157,8 +183,10 @@ def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
     if x.ffn_t > 0:
         ops += mlp_forward(x)
     ops += [mem("residual", 3 * x.Tn * x.h * x.e)]
+    ops = with_stack_kernels(w, ops)
     if w.training.precision == "fp8":
-        ops = fp8.with_casts(ops, w.num_microbatches, w.training.fp8_param_gather)
+        ops = fp8.with_casts(ops, w.num_microbatches, w.training.fp8_param_gather,
+                             stack_of(w))
     return ops
 
 
@@ -209,7 +237,7 @@ def output_forward(w: Workload) -> list[Op]:
     ops = [mem("final_layernorm", 2 * x.Tn * x.h * x.e)]
     ops += _tp_in(x, "tp_allgather_logits")
     ops += [gemm("logits", x.T, x.v_t, x.h, column=True), mem("cross_entropy", 3 * x.T * x.v_t * 4)]
-    return ops
+    return with_stack_kernels(w, ops)
 
 
 def backward_of(ops: list[Op]) -> list[Op]:
