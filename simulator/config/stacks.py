@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError
+from .loader import shipped_dirs, shipped_names
 
 DEFAULT = "megatron"
 FAMILIES = ("te", "fa2", "fa3", "cudnn")
@@ -119,14 +120,12 @@ def parse(name: str, doc: dict) -> Stack:
 
 def stack_names() -> list[str]:
     """Every shipped stack profile name, sorted."""
-    from .loader import shipped_names
     return shipped_names("stacks")
 
 
 @lru_cache(maxsize=None)
 def load_stack(name: str = DEFAULT) -> Stack:
     """The shipped profile ``name``; ConfigError listing the shipped ones otherwise."""
-    from .loader import shipped_dirs
     for base in shipped_dirs("stacks"):
         path = base / f"{name}.yaml"
         if path.is_file():

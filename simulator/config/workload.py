@@ -286,9 +286,6 @@ class TrainingConfig(Schema):
     @check
     def _check(self) -> None:
         self._check_recompute()
-        if self.stack != "megatron":
-            from .stacks import load_stack
-            load_stack(self.stack)  # ConfigError naming training.stack and the shipped names
         low = {f: getattr(self, f) for f in ("main_params_dtype", "exp_avg_dtype",
                                              "exp_avg_sq_dtype") if getattr(self, f) != "fp32"}
         if self.main_grads_dtype == "bf16":
