@@ -12,7 +12,8 @@ Returns the achieved fraction of the GPU's dense bf16 peak (dimensionless) for o
 * ``fa2``: FlashAttention-2 (also PyTorch SDPA's flash backend). Measured, not fitted:
   H100 0.35 of the bf16 peak ("FlashAttention-2 achieves only 35% utilization on the H100",
   Shah et al. 2024, FlashAttention-3, abstract; Azure AI-benchmarking-guide measured 327.9
-  TFLOP/s = 0.33, shared/validation/kernels.yaml); A100 179.5 TFLOP/s = 0.575 of 312
+  TFLOP/s = 0.33, shared/validation/kernels.yaml; PyTorch SDPA's flash backend 329 TFLOP/s
+  at batch 1, 24 heads, 4608 tokens, hdim 128, pytorch/pytorch#142132); A100 179.5 TFLOP/s = 0.575 of 312
   (Azure, same file; within Dao 2023's "50-73 % of the theoretical maximum").
 * ``fa3``: FlashAttention-3 (Hopper only): forward 600-660 and backward 450-550 TFLOP/s at
   head dim 128 and 8K-16K (Shah et al. 2024, Figs. 5-6, read off the plots, +-10 %), 0.55
