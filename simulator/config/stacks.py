@@ -8,6 +8,8 @@ were fitted on). Every value carries a ``source`` (document, file or commit). Se
 * ``attention``: the fused-attention kernel family (``te``: the topology's fitted
   Transformer Engine value; ``fa2``, ``fa3``, ``cudnn``: kernel-benchmark curves in
   :mod:`simulator.compute.attention`), optionally per release;
+* ``context_parallel``: whether the ring's softmax merges run beside the next step's
+  kernel (Transformer Engine's alternating streams) or after it;
 * ``fsdp``: the sharded-data-parallel implementation and its overlap rules (prefetch depth,
   reshard after forward, reduction dtype, copy kernels; :mod:`simulator.workload.fsdp`);
 * ``launch``: whether elementwise ops are fused (TE / Apex kernels, ``torch.compile``) or
@@ -54,6 +56,7 @@ class Stack:
     fp8_grad_bytes: float | None = None
     fp8_weight_bytes: float | None = None
     fp8_weight_per_microbatch: bool = False
+    cp_merge_overlapped: bool = False  # ring merges hidden beside the next step's kernel
     efficiency: dict[str, float] = field(default_factory=dict)
 
     def attention_for(self, release: str | None) -> str:
@@ -72,7 +75,7 @@ def _value(doc: dict, section: str, key: str, default: Any) -> Any:
 
 def _check_sources(name: str, doc: dict) -> None:
     """Every value of a profile states its source (``{value: ..., source: ...}``)."""
-    for section in ("attention", "fsdp", "launch", "fp8"):
+    for section in ("attention", "context_parallel", "fsdp", "launch", "fp8"):
         for key, item in (doc.get(section) or {}).items():
             if not (isinstance(item, dict) and item.get("source")):
                 raise ConfigError(f"stacks/{name}.yaml {section}.{key}", item,
@@ -114,6 +117,7 @@ def parse(name: str, doc: dict) -> Stack:
             "norm_fused_input_bytes"], fp8_grad_bytes=fp8["grad_bytes"],
         fp8_weight_bytes=fp8["weight_bytes"],
         fp8_weight_per_microbatch=bool(_value(doc, "fp8", "weight_per_microbatch", False)),
+        cp_merge_overlapped=bool(_value(doc, "context_parallel", "merge_overlapped", False)),
         efficiency={k: float(v) for k, v in (doc.get("efficiency") or {}).items()
                     if k != "source"})
 
