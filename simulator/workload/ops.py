@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..compute import BYTES
-from ..config.stacks import Stack, load_stack
 from ..config.workload import Workload
 from . import fp8, mla
 from .opcopy import derive
+from .stackops import attention_family, stack_of, with_stack_kernels
 
 REGATHER = "_regather"  # suffix of the backward re-gather of a block's sharded input
 
@@ -135,26 +135,6 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
         Op("attn_values", "gemm", flops=full * 0.5, shape=(x.s / x.cp, x.d, x.s),
            batch=x.b * x.a_t, model_flops=full * 0.5),
     ]
-
-
-def stack_of(w: Workload) -> Stack:
-    """The workload's stack profile (``training.stack``, stacks/<name>.yaml)."""
-    return load_stack(w.training.stack)
-
-
-def attention_family(w: Workload) -> str:
-    """The attention kernel family of the workload's stack and release."""
-    return stack_of(w).attention_for(w.training.stack_release)
-
-
-def with_stack_kernels(w: Workload, ops: list[Op]) -> list[Op]:
-    """``ops`` with each bandwidth-bound op's bytes scaled by the stack's elementwise
-    factor (eager kernels move more bytes than fused ones; stacks/*.yaml ``launch``)."""
-    factors = stack_of(w).elementwise
-    if not factors:
-        return ops
-    return [derive(o, nbytes=o.nbytes * factors[o.name]) if o.kind == "mem"
-            and o.name in factors else o for o in ops]
 
 
 def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
