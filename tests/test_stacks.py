@@ -40,6 +40,28 @@ def test_every_shipped_profile_loads_and_names_its_sources():
         parse("bad", {"attention": {"family": {"value": "xformers", "source": "x"}}})
 
 
+def test_profiles_ship_as_package_data(tmp_path, monkeypatch, capsys):
+    from pathlib import Path
+
+    from simulator.config import loader, stacks
+    root = Path(__file__).resolve().parents[1]
+    pkg = tmp_path / "simulator" / "shipped" / "stacks"
+    pkg.mkdir(parents=True)
+    (pkg / "torchtitan.yaml").write_text((root / "stacks" / "torchtitan.yaml").read_text())
+    monkeypatch.setattr(loader, "REPO_ROOT", tmp_path / "no-checkout")
+    monkeypatch.setattr(loader, "INSTALLED_ROOT", tmp_path / "simulator" / "shipped")
+    stacks.load_stack.cache_clear()
+    try:
+        assert stacks.load_stack("torchtitan").fsdp_impl == "fsdp2"
+        assert stack_names() == ["torchtitan"]
+        assert main(["list", "stacks"]) == 0
+        assert "torchtitan" in capsys.readouterr().out
+    finally:
+        stacks.load_stack.cache_clear()
+    assert "stacks" in (root / "setup.py").read_text() and "graft stacks" in (
+        root / "MANIFEST.in").read_text()
+
+
 def test_unknown_stack_is_a_one_line_error(capsys):
     with pytest.raises(ConfigError, match="training.stack.*torchtitan"):
         simulate("llama3-8b", "dgx-h100", {"training.stack": "nope"})
