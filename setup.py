@@ -13,7 +13,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-SHIPPED = ("workloads", "topologies", "sweeps")
+SHIPPED = ("workloads", "topologies", "sweeps", "stacks")
 ROOT = Path(__file__).resolve().parent
 
 

@@ -42,7 +42,7 @@ def test_every_set_of_runs_never_fitted_is_in_the_pool():
 
 def test_leave_one_group_out_coverage_of_the_never_fitted_runs(fresh):
     s = coverage_stats(logo_outcomes(fresh, gpu_term(CV)))
-    assert s["runs"] == 133 and s["groups"] >= 20 and s["withheld"] == 0
+    assert s["runs"] == len(fresh) >= 133 and s["groups"] >= 20 and s["withheld"] == 0
     # the rate the group-level guarantee is about: each group counted once
     assert 0.70 <= s["achieved_group"] <= 0.90, s
     assert s["median_half_width"] <= 0.12, s

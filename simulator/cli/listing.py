@@ -1,4 +1,4 @@
-"""``clustersim list``: the shipped workloads, topologies and sweeps, by name.
+"""``clustersim list``: the shipped workloads, topologies, sweeps and stacks, by name.
 
 Any of these names can be given where a path is expected (``clustersim run
 llama3-8b -t dgx-h100``, ``clustersim sweep llama3-70b-plans``), from any
@@ -16,7 +16,7 @@ from ..config.loader import shipped_names
 
 NAME = "list"
 HELP = "list the shipped workloads, topologies and sweeps"
-KINDS = ("workloads", "topologies", "sweeps")
+KINDS = ("workloads", "topologies", "sweeps", "stacks")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -46,8 +46,12 @@ def gemm_time(m: float, n: float, k: float, gpu: GPU, dtype: str, batch: float =
     return flops / (peak * gemm_efficiency(m, n, k, gpu, dtype)) + gpu.kernel_overhead_s
 
 
-def attention_time(flops: float, gpu: GPU) -> float:
+def attention_time(flops: float, gpu: GPU, efficiency: float | None = None) -> float:
     """Seconds for fused (flash) attention doing ``flops`` FLOPs.
+
+    ``efficiency``: the kernel's fraction of the bf16 peak for its family and shape
+    (:func:`simulator.compute.attention.kernel_efficiency`); None: the topology's fitted
+    ``gpu.attention_efficiency`` (Transformer Engine at the fit set's sequences).
 
     Runs in bf16 even in FP8 recipes (Transformer Engine default), at the
     GPU's measured fused-attention efficiency (Dao 2023, FlashAttention-2;
@@ -56,7 +60,8 @@ def attention_time(flops: float, gpu: GPU) -> float:
     """
     if flops <= 0:
         return 0.0
-    return flops / (gpu.peak("bf16") * gpu.attention_efficiency) + gpu.kernel_overhead_s
+    eff = gpu.attention_efficiency if efficiency is None else efficiency
+    return flops / (gpu.peak("bf16") * eff) + gpu.kernel_overhead_s
 
 
 def memory_time(nbytes: float, gpu: GPU) -> float:

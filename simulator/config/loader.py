@@ -40,7 +40,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # Where installed copies of the shipped folders live: the wheel build (setup.py) copies
 # the top-level workloads/, topologies/ and sweeps/ to simulator/shipped/.
 INSTALLED_ROOT = Path(__file__).resolve().parents[1] / "shipped"
-SEARCH_DIRS = {"topologies": "topologies", "workloads": "workloads", "sweeps": "sweeps"}
+SEARCH_DIRS = {"topologies": "topologies", "workloads": "workloads", "sweeps": "sweeps",
+               "stacks": "stacks"}
 ARG_NAMES = {"topologies": "topology", "workloads": "workload", "sweeps": "sweep"}
 MAX_VALUES = 100_000  # values in a document once YAML aliases are expanded
 # What PyYAML's constructors raise for a well-formed but meaningless scalar: not YAMLError

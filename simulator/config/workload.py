@@ -308,6 +308,11 @@ class TrainingConfig(Schema):
     # writes their gradient in place (simulator/memory/activations.py)
     cross_entropy_loss_fusion: bool = False
     cross_entropy_fusion_impl: Literal["native", "te"] = "native"
+    # The software stack whose kernels and overlaps the run uses: a shipped profile
+    # stacks/<name>.yaml (simulator/config/stacks.py); megatron = Megatron-Core + TE.
+    stack: str = "megatron"
+    # The stack's release as published (e.g. "NeMo 24.03"): profiles may pick kernels by it.
+    stack_release: str | None = None
 
     @check
     def _check(self) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from ..config.stacks import load_stack
 from ..config.workload import Workload
 from ..errors import ConfigError
 from ..hardware import Topology
@@ -175,15 +176,25 @@ def fsdp_staged_params(w: Workload, partition: Partition, stage: int) -> float:
     table next to it (Megatron-FSDP's units are the decoder layers, and the embedding and
     the output layer one unit each; ``V_pad*h/t`` parameters). The traffic spreads a
     chunk's bytes evenly over its units (:mod:`simulator.workload.fsdp`), which is the
-    same total; the memory peak needs the largest pair."""
+    same total; the memory peak needs the largest pair.
+
+    Other stacks (``training.stack``, stacks/*.yaml ``fsdp``): the unit in use plus
+    ``prefetch_depth`` prefetched ones, each ``1/units_per_layer`` of a layer (DeepSpeed
+    ZeRO-3 gathers per submodule); without ``reshard_after_forward`` every unit gathered in
+    the forward stays until its backward, so the whole stage is held unsharded."""
     ids = stage_layer_indices(partition, stage)
     moe = w.model.moe
+    stack = load_stack(w.training.stack)
+    tables = stage_tables(w, partition, stage)
+    if not stack.reshard_after_forward:
+        return sum(layer_params(w, moe is not None and is_moe_layer(moe, i)).total
+                   for i in ids) + sum(tables)
     kinds = {moe is not None and is_moe_layer(moe, i) for i in ids}  # dense and/or MoE
     largest = max((layer_params(w, routed).total for routed in kinds), default=0.0)
-    tables = stage_tables(w, partition, stage)
+    largest /= stack.fsdp_units_per_layer
     if not ids:  # a stage of tables only: both are staged
         return sum(sorted(tables)[-2:])
-    return largest + max([largest, *tables])
+    return largest + stack.prefetch_depth * max([largest, *tables])
 
 
 def _split(per_param: float, sp, shard: tuple[int, int]) -> float:

@@ -85,16 +85,35 @@ def narayanan_flops(w) -> float:
     return 96.0 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))
 
 
+def megatron_flops(w) -> float:
+    """FLOPs per step by Megatron-LM's ``num_floating_point_operations`` (2024, dense):
+    ``12 B s L h^2 (1 + g/a + s/h + f/h * glu + V/(2 L h))`` with ``glu`` 3/2 for gated
+    MLPs (attention counted as the full square, as NeMo's TFLOP/s tables count it)."""
+    m = w.model
+    B, s, L, h = w.training.global_batch_size, m.seq_length, m.num_layers, m.hidden_size
+    a, f = m.num_attention_heads, m.ffn
+    g = m.num_query_groups or a
+    glu = 1.5 if m.gated_linear_unit else 1.0
+    return 12.0 * B * s * L * h * h * (1 + g / a + s / h + f / h * glu
+                                       + m.vocab_size / (2 * L * h))
+
+
 def _step_time(group: dict, row: dict) -> tuple[float, str]:
     kind = group.get("measured_as", "step_time_s")
     value = float(row["measured"])
     if kind == "step_time_s":
         return value, ""
-    if kind != "tflops_per_gpu":
-        raise ConfigError(f"{group['group']}.measured_as", kind,
-                          "must be step_time_s or tflops_per_gpu")
+    kinds = ("step_time_s", "tflops_per_gpu", "tflops_megatron", "tokens_per_gpu_s")
+    if kind not in kinds:
+        raise ConfigError(f"{group['group']}.measured_as", kind, f"must be one of {kinds}")
     w = load_workload(group["workload"], row.get("set", {}))
     gpus = w.parallelism.num_gpus
+    if kind == "tokens_per_gpu_s":
+        t = w.training.global_batch_size * w.model.seq_length / (value * gpus)
+        return t, f"{value:g} tokens/s/GPU x {gpus} GPUs -> {t:.3f} s"
+    if kind == "tflops_megatron":
+        t = megatron_flops(w) / (value * 1e12 * gpus)
+        return t, f"{value:g} TFLOP/s/GPU x {gpus} GPUs, Megatron-LM FLOPs -> {t:.3f} s"
     t = narayanan_flops(w) / (value * 1e12 * gpus)
     return t, f"{value:g} TFLOP/s/GPU x {gpus} GPUs, Narayanan Eq. 3 FLOPs -> {t:.3f} s"
 

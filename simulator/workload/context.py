@@ -24,6 +24,22 @@ then runs on the full sequence for ``heads/p`` heads. Each rank sends
 ``b*(s/p)*a*d`` output elements. Degree is limited by the KV heads.
 
 Hybrid: Ulysses inside the scale-up domain, ring across it.
+
+Each ring step runs as it does in Transformer Engine (``AttnFuncWithCPAndKVP2P``,
+transformer_engine/pytorch/attention.py): a partial flash-attention kernel on the block in
+hand, at the kernel efficiency of that block's shape (:func:`simulator.compute.attention.
+kernel_efficiency`: a block of ``s/p`` keys, ``s/2p`` under zigzag off the diagonal, runs
+less efficiently than the whole sequence would), then the online-softmax merge of its
+partial output into the running one (forward: read the step's output and LSE, read and
+write the accumulator, ~6 B per output element at bf16) and, in the backward, the
+accumulation of the step's dQ (read 2 B + read/write 4 B fp32 = 10 B per element) and of
+the dK/dV it passes on (10 B per element of the KV block). These are bandwidth-bound
+kernels on the compute stream (:func:`simulator.compute.memory_time`), after each step's
+kernel, as PyTorch's ring (``torch/distributed/tensor/experimental/_attention.py``,
+``_SDPAMerger``) runs them. Transformer Engine runs step ``i``'s correction on the other of
+its two ``flash_attn_streams``, beside step ``i+1``'s kernel, so under a stack whose profile
+says ``context_parallel.merge_overlapped`` they add no time (the last step's correction,
+under 1 % of a layer at CP 2, is not modelled).
 """
 
 from __future__ import annotations
@@ -33,10 +49,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collectives import collective_time
-from ..compute import attention_time
+from ..compute import attention_time, memory_time
+from ..compute.attention import kernel_efficiency
+from ..config.stacks import load_stack
 from ..hardware import Topology
 
 BWD_FLOPS = 2.5  # flash-attention backward / forward FLOPs (Dao 2023)
+MERGE_FWD_BYTES = 6.0  # per output element per step: read partial 2 B, read+write acc 4 B
+MERGE_BWD_BYTES = 10.0  # per dQ / dKV element per step: read 2 B, read+write fp32 8 B
 
 
 def block_work(p: int, zigzag: bool) -> np.ndarray:
@@ -85,20 +105,57 @@ class AttnCost:
     imbalance: float  # max over ranks of attention compute / mean
 
 
+@dataclass(frozen=True)
+class RingKernels:
+    """What each ring step runs besides the exchange: the partial kernel's family, keys
+    per block (``s/p``), head dim, and the merge bytes per step (forward: the output
+    chunk's merge; backward: dQ and dK/dV accumulation), bytes of HBM traffic."""
+
+    family: str = "te"
+    block_keys: float = 0.0
+    head_dim: float = 128.0
+    merge_fwd_bytes: float = 0.0
+    merge_bwd_bytes: float = 0.0
+
+
+def block_efficiency(work: np.ndarray, kernels: RingKernels, gpu, zigzag: bool
+                     ) -> np.ndarray:
+    """Kernel efficiency of every (rank, step) block: the diagonal block (work 0.5) is
+    causal over ``s/p`` keys; under zigzag an off-diagonal step attends half-chunks
+    (``s/2p`` keys per query row), without zigzag a full ``s/p`` block."""
+    if kernels.block_keys <= 0:
+        return np.full(work.shape, gpu.attention_efficiency)
+    keys = kernels.block_keys
+
+    def eff(k, causal):
+        return kernel_efficiency(kernels.family, gpu, k, kernels.head_dim, causal)
+    off = eff(keys / 2 if zigzag else keys, False)
+    return np.where(work == 0.5, eff(keys, True), off)
+
+
 def ring_attention(full_flops: float, p: int, kv_bytes: float, zigzag: bool,
-                   topo: Topology, place, backward: bool) -> AttnCost:
+                   topo: Topology, place, backward: bool,
+                   kernels: RingKernels | None = None) -> AttnCost:
     """Ring attention on ``p`` ranks for one layer.
 
     ``full_flops``: unmasked attention FLOPs of the WHOLE sequence on one TP
-    rank's heads (``4*b*s^2*heads*d``); ``kv_bytes``: one rank's K+V chunk.
+    rank's heads (``4*b*s^2*heads*d``); ``kv_bytes``: one rank's K+V chunk;
+    ``kernels``: the per-step kernel shapes and merge bytes (module docstring; None: the
+    topology's fitted efficiency and no merge kernels).
     """
     factor = BWD_FLOPS if backward else 1.0
     block_flops = full_flops / (p * p) * factor
     gpu = topo.gpu
     work = block_work(p, zigzag)
-    compute = np.where(work > 0, work * block_flops / (gpu.peak("bf16") *
-                                                       gpu.attention_efficiency), 0.0)
+    kernels = kernels or RingKernels()
+    eff = block_efficiency(work, kernels, gpu, zigzag)
+    compute = np.where(work > 0, work * block_flops / (gpu.peak("bf16") * eff), 0.0)
     compute += np.where(work > 0, gpu.kernel_overhead_s, 0.0)
+    merge = kernels.merge_bwd_bytes if backward else kernels.merge_fwd_bytes
+    if merge > 0:  # every step after the first merges into the running result
+        steps = np.zeros(work.shape)
+        steps[:, 1:] = 1.0
+        compute += np.where(work > 0, steps * memory_time(merge, gpu), 0.0)
     hop = collective_time("send_recv", kv_bytes * (2 if backward else 1), place, topo)
     finish, per_rank = ring_replay(compute, hop)
     crit = float(finish.max())
@@ -111,7 +168,8 @@ def ring_attention(full_flops: float, p: int, kv_bytes: float, zigzag: bool,
 
 
 def ulysses_attention(full_flops: float, p: int, qkv_bytes: float, out_bytes: float,
-                      topo: Topology, place, backward: bool) -> AttnCost:
+                      topo: Topology, place, backward: bool,
+                      efficiency: float | None = None) -> AttnCost:
     """Ulysses on ``p`` ranks: all-to-all in, balanced causal attention, all-to-all out.
 
     ``qkv_bytes`` / ``out_bytes``: one rank's Q+K+V and output chunk (bytes);
@@ -119,7 +177,7 @@ def ulysses_attention(full_flops: float, p: int, qkv_bytes: float, out_bytes: fl
     """
     factor = BWD_FLOPS if backward else 1.0
     flops = full_flops / p * 0.5 * factor
-    comp = attention_time(flops, topo.gpu)
+    comp = attention_time(flops, topo.gpu, efficiency)
     comm = collective_time("all_to_all", qkv_bytes, place, topo) \
         + collective_time("all_to_all", out_bytes, place, topo)
     return AttnCost(critical=comp + comm, compute=comp, exposed_comm=comm, imbalance=1.0)
@@ -155,6 +213,14 @@ def make_attention(w, topo: Topology, groups, x):
     algo = p.context_parallel_algo
     u = _ulysses_degree(algo, c, place.local, x.g_t)
     r = c // u
+    stack = load_stack(w.training.stack)
+    family = stack.attention_for(w.training.stack_release)
+    out_elems = x.b * (x.s / r) * (x.a_t / u) * x.d
+    kv_elems = 2.0 * x.b * (x.s / r) * (x.g_t / u) * x.d
+    serial = 0.0 if stack.cp_merge_overlapped else 1.0  # TE: beside the next step's kernel
+    kernels = RingKernels(family=family, block_keys=x.s / r, head_dim=x.d,
+                          merge_fwd_bytes=serial * MERGE_FWD_BYTES * out_elems,
+                          merge_bwd_bytes=serial * MERGE_BWD_BYTES * (out_elems + kv_elems))
     cache: dict[bool, AttnCost] = {}
 
     def attention(op, backward: bool) -> AttnCost:
@@ -164,13 +230,15 @@ def make_attention(w, topo: Topology, groups, x):
         if u > 1:
             uplace = topo.place(u, place.stride)
             qkv, out = ulysses_volume(x.b, x.s // r, u, x.a_t, x.g_t, x.d, elem)
+            eff = kernel_efficiency(family, topo.gpu, x.s / r, x.d, True)
             cost = ulysses_attention(full / (r * r) if r > 1 else full, u,
                                      qkv * u / (u - 1), out * u / (u - 1), topo, uplace,
-                                     backward)
+                                     backward, eff)
         if r > 1:
             rplace = topo.place(r, place.stride * u)
             kv = 2.0 * x.b * (x.s / r) * (x.g_t / u) * x.d * elem
-            ring = ring_attention(full / u, r, kv, algo != "ring", topo, rplace, backward)
+            ring = ring_attention(full / u, r, kv, algo != "ring", topo, rplace, backward,
+                                  kernels)
             comm = cost.exposed_comm + ring.exposed_comm
             cost = AttnCost(critical=comm + ring.compute, compute=ring.compute,
                             exposed_comm=comm, imbalance=ring.imbalance)

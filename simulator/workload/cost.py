@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from ..collectives import collective_time
 from ..compute import attention_time, gemm_time, memory_time
+from ..compute.attention import kernel_efficiency
 from ..hardware import Placement, Topology
 from .context import AttnCost
 from .ops import REGATHER, Op, nearest_gemm
@@ -96,7 +97,9 @@ def op_time(op: Op, ctx: CostContext) -> float:
         m, n, k = op.shape
         return gemm_time(m, n, k, gpu, ctx.dtype, batch=op.batch)
     if op.kind == "attn":
-        return attention_time(op.flops, gpu)
+        if op.attn is None:
+            return attention_time(op.flops, gpu)
+        return attention_time(op.flops, gpu, kernel_efficiency(*op.attn[:1], gpu, *op.attn[1:]))
     if op.kind == "mem":
         return memory_time(op.nbytes, gpu)
     return collective_time(op.comm, op.nbytes, ctx.groups[op.axis], ctx.topo)

@@ -50,6 +50,7 @@ from ..precision import FP8_CASTS, Casts
 from .opcopy import derive
 
 if TYPE_CHECKING:  # the Op type only; ops.py imports this module
+    from ..config.stacks import Stack
     from .ops import Op
 
 # TE LayerNormLinear / LayerNormMLP consumers: the norm writes FP8 itself.
@@ -63,20 +64,32 @@ SUFFIX = "_fp8_cast"
 GATHER_BYTES_RATIO = FP8_CASTS.gather_ratio
 
 
-def cast_op(op: Op, casts: Casts, microbatches: int, fp8_params: bool) -> Op:
+def cast_op(op: Op, casts: Casts, microbatches: int, fp8_params: bool,
+            stack: Stack | None = None) -> Op:
     """The quantisation kernels of one FP8 linear ``op`` (shape ``(T, n, k)``).
 
     Forward bytes: input (``T*k`` elements, see module docstring) plus the step's weight
     cast (``n*k`` parameters) spread over ``microbatches``; backward bytes
-    (``bwd_nbytes``): the output gradient, ``T*n`` elements at 4 B.
+    (``bwd_nbytes``): the output gradient, ``T*n`` elements at 4 B. A stack profile with
+    its own recipe (``stacks/*.yaml`` ``fp8``, e.g. torchao's dynamic tensorwise scaling:
+    a separate amax pass and no norm fusion) replaces these per-element bytes, and may
+    rebuild the FP8 weights every micro-batch (FSDP2 reshards them after each use).
     """
     t, n, k = op.shape
     per_in = casts.input_transpose if op.name in NORM_FUSED else casts.input
     per_w = casts.weight_transpose if fp8_params else casts.weight
-    fwd = per_in * t * k * op.batch + per_w * n * k / max(1, microbatches)
+    per_g = casts.grad
+    spread = max(1, microbatches)
+    if stack is not None and stack.fp8_input_bytes is not None:
+        per_in = (stack.fp8_norm_fused_input_bytes if op.name in NORM_FUSED
+                  else stack.fp8_input_bytes) or per_in
+        per_g = stack.fp8_grad_bytes or per_g
+        per_w = stack.fp8_weight_bytes or per_w
+        spread = 1 if stack.fp8_weight_per_microbatch else spread
+    fwd = per_in * t * k * op.batch + per_w * n * k / spread
     return derive(op, name=op.name + SUFFIX, kind="mem", flops=0.0, nbytes=fwd,
                   shape=(0.0, 0.0, 0.0), batch=1.0, model_flops=0.0, column=False,
-                  bwd_nbytes=casts.grad * t * n * op.batch)
+                  bwd_nbytes=per_g * t * n * op.batch)
 
 
 def backward_cast(cast: Op) -> Op:
@@ -84,7 +97,8 @@ def backward_cast(cast: Op) -> Op:
     return derive(cast, name=cast.name + "_bwd", nbytes=cast.bwd_nbytes or 0.0)
 
 
-def with_casts(ops: list[Op], casts: Casts, microbatches: int, fp8_params: bool) -> list[Op]:
+def with_casts(ops: list[Op], casts: Casts, microbatches: int, fp8_params: bool,
+               stack: Stack | None = None) -> list[Op]:
     """``ops`` with each TE linear preceded by its quantisation op (bytes per element from
     the precision's ``casts``) and each TP all-gather moving the scaled format
     (``casts.gather_ratio`` of its 16-bit bytes): TE quantises before every
@@ -94,7 +108,7 @@ def with_casts(ops: list[Op], casts: Casts, microbatches: int, fp8_params: bool)
     out: list[Op] = []
     for op in ops:
         if op.kind == "gemm" and op.name in LINEARS:
-            out.append(cast_op(op, casts, microbatches, fp8_params))
+            out.append(cast_op(op, casts, microbatches, fp8_params, stack))
         if op.kind == "comm" and op.axis == "tp" and op.comm == "all_gather":
             op = derive(op, nbytes=op.nbytes * casts.gather_ratio)
         out.append(op)

@@ -35,6 +35,18 @@ reduce-scatter (Megatron-FSDP ``megatron_fsdp.py``: ``outer_fsdp_group_grad_redu
 ``is_last_microbatch``; ``param_and_grad_buffer.py`` ``outer_fsdp_group_grad_reduce_stream``),
 so that phase's ``r`` is the sum of both.
 
+Other stacks (``training.stack``, stacks/*.yaml ``fsdp``) run the same pipeline with
+their own rules: ``units_per_layer`` (DeepSpeed ZeRO-3 fetches and releases each
+submodule separately, so a layer is several smaller units, each paying its collective's
+latency); ``prefetch_depth`` 0 (no prefetch: every gather waits in line before its
+unit's compute, ``T' = L (a + x) + r``); ``reshard_after_forward`` false (the forward's
+gathered weights stay until the backward: no backward all-gather, more memory);
+``reduce_dtype`` (FSDP2 in torchtitan reduce-scatters fp32 gradients, 4 B per element);
+FP8 all-gather (torchao float8 weights gathered at 1 B); and the copy kernels around the
+collectives on the compute stream (FSDP2's all-gather copy-out and reduce-scatter
+copy-in, ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``), costed as HBM
+traffic (:func:`simulator.compute.memory_time`) per gathered or reduced parameter.
+
 What is not modelled: a backward split into B and W (zero-bubble schedules) gets its
 reduce-scatters with the B phase; the FSDP traffic does not contend with the pipeline's
 point-to-point sends. Seconds throughout.
@@ -44,7 +56,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..precision import DTYPE_BYTES
 from ..collectives import collective_time
+from ..compute import memory_time
+from ..config.stacks import Stack, load_stack
 from ..config.workload import Workload
 from ..hardware import Placement, Topology
 from ..memory.states import weight_bytes
@@ -52,11 +67,26 @@ from ..shape.plan_shape import PlanShape
 from .step_input import grad_comm_bytes
 
 
-def units(shape: PlanShape, stage: int, chunk: int) -> int:
-    """FSDP units of a chunk: its decoder layers, plus the embedding and the output layer
-    where the chunk holds them."""
-    n = len(shape.layer_ids(stage, chunk))
+def units(shape: PlanShape, stage: int, chunk: int, per_layer: int = 1) -> int:
+    """FSDP units of a chunk: its decoder layers (``per_layer`` units each), plus the
+    embedding and the output layer where the chunk holds them."""
+    n = len(shape.layer_ids(stage, chunk)) * per_layer
     return max(1, n + shape.first(stage, chunk) + shape.last(stage, chunk))
+
+
+def gathered_bytes(w: Workload, stack: Stack) -> float:
+    """Bytes per gathered weight: FP8 under FP8 parameters or the stack's FP8 all-gather."""
+    tr = w.training
+    if stack.float8_all_gather and tr.precision_type.scaled:
+        return tr.precision_type.element_bytes
+    return weight_bytes(tr)
+
+
+def reduced_bytes(w: Workload, stack: Stack) -> float:
+    """Bytes per reduce-scattered gradient: the stack's reduce dtype, else the workload's."""
+    if stack.reduce_dtype is not None:
+        return DTYPE_BYTES[stack.reduce_dtype]
+    return grad_comm_bytes(w)
 
 
 def unit_collectives(w: Workload, topo: Topology, shape: PlanShape,
@@ -68,18 +98,20 @@ def unit_collectives(w: Workload, topo: Topology, shape: PlanShape,
     not shard them. The outer reduction (HSDP only, last micro-batch) all-reduces the
     unit's gradient shard across the instances, or reduce-scatters it under HFSDP."""
     tr = w.training
+    stack = load_stack(tr.stack)
     sp = shape.params[stage]
     per_chunk = shape.partition.layers[stage]
-    share = per_chunk[chunk] / max(1, sum(per_chunk)) / units(shape, stage, chunk)
+    share = per_chunk[chunk] / max(1, sum(per_chunk)) / units(
+        shape, stage, chunk, stack.fsdp_units_per_layer)
     dense, expert = sp.dense * share, sp.expert * share
     gather = reduce = outer = 0.0
     dense_in, expert_in = groups["dp_cp_intra"], groups["edp_intra"]
     if tr.params_sharded:
-        wb = weight_bytes(tr)
+        wb = gathered_bytes(w, stack)
         gather = collective_time("all_gather", dense * wb, dense_in, topo) \
             + collective_time("all_gather", expert * wb, expert_in, topo)
     if tr.grads_sharded:
-        gb = grad_comm_bytes(w)
+        gb = reduced_bytes(w, stack)
         reduce = collective_time("reduce_scatter", dense * gb, dense_in, topo) \
             + collective_time("reduce_scatter", expert * gb, expert_in, topo)
         op = "reduce_scatter" if tr.outer_dp_sharding_strategy == "optim" else "all_reduce"
@@ -88,18 +120,42 @@ def unit_collectives(w: Workload, topo: Topology, shape: PlanShape,
     return gather, reduce, outer
 
 
-def pipelined(compute: np.ndarray, n: int, gather: float, reduce: float, slowdown: float
-              ) -> np.ndarray:
+def pipelined(compute: np.ndarray, n: int, gather: float, reduce: float, slowdown: float,
+              prefetch: int = 1) -> np.ndarray:
     """Seconds the FSDP traffic adds to phases of ``compute`` seconds (array) over ``n``
     units: ``a + (n-1) max(a+r, x) + x + r - T`` plus the overlap slowdown (module
-    docstring). Zero where the phase does not run (``compute`` 0) or nothing moves."""
+    docstring); without prefetch (``prefetch`` 0) ``n (a + x) + r - T``, the gathers in
+    line and only the reduce-scatters beside the next unit. Zero where the phase does not
+    run (``compute`` 0) or nothing moves."""
     comm = gather + reduce
     if comm <= 0:
         return np.zeros_like(compute)
     x = compute / n
+    if prefetch <= 0:
+        total = n * gather + (n - 1) * np.maximum(reduce, x) + x + reduce
+        extra = total - compute + slowdown * np.minimum(n * reduce, compute)
+        return np.where(compute > 0, extra, 0.0)
     total = gather + (n - 1) * np.maximum(comm, x) + x + reduce
     extra = total - compute + slowdown * np.minimum(n * comm, compute)
     return np.where(compute > 0, extra, 0.0)
+
+
+def copy_kernels(w: Workload, topo: Topology, shape: PlanShape, stage: int, chunk: int,
+                 stack: Stack) -> tuple[float, float]:
+    """Seconds of the stack's copy kernels around the FSDP collectives of one chunk's
+    forward and backward (compute stream): copy-out of every gathered parameter, and in
+    the backward the copy-in of every reduced gradient (and the re-gather's copy-out
+    under reshard-after-forward). Zero for Megatron-FSDP and FSDP1 (flat buffers)."""
+    tr = w.training
+    if stack.fsdp_copy_bytes_per_param <= 0 and stack.fsdp_reduce_copy_bytes_per_param <= 0:
+        return 0.0, 0.0
+    sp = shape.params[stage]
+    per_chunk = shape.partition.layers[stage]
+    params = (sp.dense + sp.expert) * per_chunk[chunk] / max(1, sum(per_chunk))
+    gather = stack.fsdp_copy_bytes_per_param * params if tr.params_sharded else 0.0
+    regather = gather if stack.reshard_after_forward else 0.0
+    reduce = stack.fsdp_reduce_copy_bytes_per_param * params
+    return memory_time(gather, topo.gpu), memory_time(regather + reduce, topo.gpu)
 
 
 def add_fsdp_traffic(w: Workload, topo: Topology, shape: PlanShape,
@@ -115,17 +171,23 @@ def add_fsdp_traffic(w: Workload, topo: Topology, shape: PlanShape,
         return None
     added = (np.zeros_like(fwd), np.zeros_like(bwd))
     slowdown = topo.gpu.comm_overlap_slowdown
+    stack = load_stack(tr.stack)
+    depth = stack.prefetch_depth
     for s in range(fwd.shape[0]):
         for c in range(fwd.shape[1]):
-            n = units(shape, s, c)
+            n = units(shape, s, c, stack.fsdp_units_per_layer)
             gather, reduce, outer = unit_collectives(w, topo, shape, groups, s, c)
-            f = pipelined(fwd[s, c], n, gather, 0.0, slowdown)
-            b = pipelined(bwd[s, c], n, gather, reduce, slowdown)
+            bgather = gather if stack.reshard_after_forward else 0.0
+            fcopy, bcopy = copy_kernels(w, topo, shape, s, c, stack)
+            f = pipelined(fwd[s, c] + fcopy, n, gather, 0.0, slowdown, depth)
+            b = pipelined(bwd[s, c] + bcopy, n, bgather, reduce, slowdown, depth)
+            f = np.where(fwd[s, c] > 0, f + fcopy, 0.0)
+            b = np.where(bwd[s, c] > 0, b + bcopy, 0.0)
             runs = np.flatnonzero(bwd[s, c])
             if outer > 0 and runs.size:  # HSDP: the chunk's last backward also reduces outer
                 last = runs[-1]
-                b[last] = pipelined(bwd[s, c, last:last + 1], n, gather, reduce + outer,
-                                    slowdown)[0]
+                b[last] = bcopy + pipelined(bwd[s, c, last:last + 1] + bcopy, n, bgather,
+                                            reduce + outer, slowdown, depth)[0]
             fwd[s, c] += f
             bwd[s, c] += b
             added[0][s, c], added[1][s, c] = f, b

@@ -27,6 +27,7 @@ from ..shape import mla
 from ..shape.plan_shape import microbatch_tokens
 from . import fp8
 from .opcopy import derive
+from .stackops import attention_family, stack_of, with_stack_kernels
 
 REGATHER = "_regather"  # suffix of the backward re-gather of a block's sharded input
 
@@ -46,6 +47,9 @@ class Op:
     model_flops: float = 0.0  # FLOPs counted by MFU (attention unmasked, no recompute)
     column: bool = False  # column-parallel GEMM: its input gradient needs a TP collective
     bwd_nbytes: float | None = None  # mem: backward bytes when not twice the forward's
+    # attn: (kernel family, keys per query row, head dim, causal) for the kernel's
+    # efficiency (simulator/compute/attention.py); None: the topology's fitted value
+    attn: tuple[str, float, float, bool] | None = None
 
 
 def gemm(name: str, m: float, n: float, k: float, batch: float = 1.0,
@@ -122,7 +126,9 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
     if w.model.multi_latent_attention:
         full = mla.core_flops(w.model, q, x.s, x.a_t)
     if w.training.use_flash_attn or w.model.multi_latent_attention:
-        return [Op("attention", "attn", flops=full * 0.5, model_flops=full)]
+        head = mla.qk_dim(w.model) if w.model.multi_latent_attention else x.d
+        kernel = (attention_family(w), float(x.s), float(head), True)
+        return [Op("attention", "attn", flops=full * 0.5, model_flops=full, attn=kernel)]
     scores = x.b * x.a_t * (x.s / x.cp) * x.s
     return [
         Op("attn_scores", "gemm", flops=full * 0.5, shape=(x.s / x.cp, x.s, x.d),
@@ -159,9 +165,11 @@ def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
     if x.ffn_t > 0:
         ops += mlp_forward(x)
     ops += [mem("residual", 3 * x.Tn * x.h * x.e)]
+    ops = with_stack_kernels(w, ops)
     casts = w.training.precision_type.casts
     if casts is not None:
-        ops = fp8.with_casts(ops, casts, w.num_microbatches, w.training.fp8_param_gather)
+        ops = fp8.with_casts(ops, casts, w.num_microbatches, w.training.fp8_param_gather,
+                             stack_of(w))
     return ops
 
 
@@ -212,7 +220,7 @@ def output_forward(w: Workload) -> list[Op]:
     ops = [mem("final_layernorm", 2 * x.Tn * x.h * x.e)]
     ops += _tp_in(x, "tp_allgather_logits")
     ops += [gemm("logits", x.T, x.v_t, x.h, column=True), mem("cross_entropy", 3 * x.T * x.v_t * 4)]
-    return ops
+    return with_stack_kernels(w, ops)
 
 
 def backward_of(ops: list[Op]) -> list[Op]:

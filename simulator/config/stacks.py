@@ -1,0 +1,137 @@
+"""Training-stack profiles: which kernels, overlaps and FP8 casts a software stack runs.
+
+A profile is a shipped YAML document, ``stacks/<name>.yaml`` (package data like the
+topologies: :func:`simulator.config.loader.shipped_dirs`), chosen by ``training.stack``
+(default ``megatron``: Megatron-Core + Transformer Engine, the behaviour the GPU constants
+were fitted on). Every value carries a ``source`` (document, file or commit). Sections:
+
+* ``attention``: the fused-attention kernel family (``te``: the topology's fitted
+  Transformer Engine value; ``fa2``, ``fa3``, ``cudnn``: kernel-benchmark curves in
+  :mod:`simulator.compute.attention`), optionally per release;
+* ``context_parallel``: whether the ring's softmax merges run beside the next step's
+  kernel (Transformer Engine's alternating streams) or after it;
+* ``fsdp``: the sharded-data-parallel implementation and its overlap rules (prefetch depth,
+  reshard after forward, reduction dtype, copy kernels; :mod:`simulator.workload.fsdp`);
+* ``launch``: whether elementwise ops are fused (TE / Apex kernels, ``torch.compile``) or
+  run eagerly as several kernels, as bytes multipliers per op (:mod:`simulator.workload.ops`);
+* ``fp8``: HBM bytes per element of the recipe's casts (:mod:`simulator.workload.fp8`);
+* ``efficiency``: per-stack factors fitted on that stack's published runs (empty unless
+  measurements exist; see validation/stacks/README.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import yaml
+
+from ..errors import ConfigError
+from .loader import shipped_dirs, shipped_names
+
+DEFAULT = "megatron"
+FAMILIES = ("te", "fa2", "fa3", "cudnn")
+FSDP_IMPLS = ("megatron_fsdp", "fsdp2", "fsdp1", "zero3")
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One stack profile, in SI units; see the module docstring for the sections."""
+
+    name: str
+    attention_family: str = "te"
+    attention_by_release: tuple[tuple[str, str], ...] = ()  # (release prefix, family)
+    fsdp_impl: str = "megatron_fsdp"
+    prefetch_depth: int = 1
+    reshard_after_forward: bool = True
+    reduce_dtype: str | None = None  # None: the workload's grad_reduce_in_fp32 decides
+    fsdp_copy_bytes_per_param: float = 0.0  # HBM bytes of copy-out per gathered param
+    fsdp_reduce_copy_bytes_per_param: float = 0.0  # HBM bytes of copy-in per reduced param
+    fsdp_units_per_layer: int = 1  # separate gather / reduce units per decoder layer
+    float8_all_gather: bool = False  # FP8 weights gathered at 1 B per parameter
+    elementwise: dict[str, float] = field(default_factory=dict)  # op name -> bytes factor
+    fp8_input_bytes: float | None = None  # None: Transformer Engine's (workload/fp8.py)
+    fp8_norm_fused_input_bytes: float | None = None
+    fp8_grad_bytes: float | None = None
+    fp8_weight_bytes: float | None = None
+    fp8_weight_per_microbatch: bool = False
+    cp_merge_overlapped: bool = False  # ring merges hidden beside the next step's kernel
+    efficiency: dict[str, float] = field(default_factory=dict)
+
+    def attention_for(self, release: str | None) -> str:
+        """The attention family of ``release`` (first matching prefix), else the default."""
+        for prefix, fam in self.attention_by_release:
+            if release and str(release).startswith(prefix):
+                return fam
+        return self.attention_family
+
+
+def _value(doc: dict, section: str, key: str, default: Any) -> Any:
+    sec = doc.get(section) or {}
+    item = sec.get(key, default)
+    return item["value"] if isinstance(item, dict) and "value" in item else item
+
+
+def _check_sources(name: str, doc: dict) -> None:
+    """Every value of a profile states its source (``{value: ..., source: ...}``)."""
+    for section in ("attention", "context_parallel", "fsdp", "launch", "fp8"):
+        for key, item in (doc.get(section) or {}).items():
+            if not (isinstance(item, dict) and item.get("source")):
+                raise ConfigError(f"stacks/{name}.yaml {section}.{key}", item,
+                                  "must be {value: ..., source: ...} with a source")
+
+
+def parse(name: str, doc: dict) -> Stack:
+    """A :class:`Stack` from a profile document (validated; ConfigError names the field)."""
+    _check_sources(name, doc)
+    fam = _value(doc, "attention", "family", "te")
+    by_rel = tuple((str(k), str(v)) for k, v in
+                   (_value(doc, "attention", "by_release", {}) or {}).items())
+    for f in (fam, *(v for _, v in by_rel)):
+        if f not in FAMILIES:
+            raise ConfigError(f"stacks/{name}.yaml attention.family", f,
+                              f"must be one of {', '.join(FAMILIES)}")
+    impl = _value(doc, "fsdp", "implementation", "megatron_fsdp")
+    if impl not in FSDP_IMPLS:
+        raise ConfigError(f"stacks/{name}.yaml fsdp.implementation", impl,
+                          f"must be one of {', '.join(FSDP_IMPLS)}")
+    depth = int(_value(doc, "fsdp", "prefetch_depth", 1))
+    if depth < 0:
+        raise ConfigError(f"stacks/{name}.yaml fsdp.prefetch_depth", depth, "must be >= 0")
+    fp8 = {k: _value(doc, "fp8", k, None) for k in
+           ("input_bytes", "norm_fused_input_bytes", "grad_bytes", "weight_bytes")}
+    return Stack(
+        name=name, attention_family=fam, attention_by_release=by_rel, fsdp_impl=impl,
+        prefetch_depth=depth,
+        reshard_after_forward=bool(_value(doc, "fsdp", "reshard_after_forward", True)),
+        reduce_dtype=_value(doc, "fsdp", "reduce_dtype", None),
+        fsdp_copy_bytes_per_param=float(_value(doc, "fsdp", "copy_bytes_per_param", 0.0)),
+        fsdp_reduce_copy_bytes_per_param=float(_value(doc, "fsdp", "reduce_copy_bytes_per_param",
+                                                      0.0)),
+        fsdp_units_per_layer=max(1, int(_value(doc, "fsdp", "units_per_layer", 1))),
+        float8_all_gather=bool(_value(doc, "fsdp", "float8_all_gather", False)),
+        elementwise={k: float(v) for k, v in
+                     (_value(doc, "launch", "elementwise_bytes_factor", {}) or {}).items()},
+        fp8_input_bytes=fp8["input_bytes"], fp8_norm_fused_input_bytes=fp8[
+            "norm_fused_input_bytes"], fp8_grad_bytes=fp8["grad_bytes"],
+        fp8_weight_bytes=fp8["weight_bytes"],
+        fp8_weight_per_microbatch=bool(_value(doc, "fp8", "weight_per_microbatch", False)),
+        cp_merge_overlapped=bool(_value(doc, "context_parallel", "merge_overlapped", False)),
+        efficiency={k: float(v) for k, v in (doc.get("efficiency") or {}).items()
+                    if k != "source"})
+
+
+def stack_names() -> list[str]:
+    """Every shipped stack profile name, sorted."""
+    return shipped_names("stacks")
+
+
+@lru_cache(maxsize=None)
+def load_stack(name: str = DEFAULT) -> Stack:
+    """The shipped profile ``name``; ConfigError listing the shipped ones otherwise."""
+    for base in shipped_dirs("stacks"):
+        path = base / f"{name}.yaml"
+        if path.is_file():
+            return parse(name, yaml.safe_load(path.read_text()) or {})
+    raise ConfigError("training.stack", name, f"must be one of {', '.join(stack_names())}")

@@ -1,0 +1,171 @@
+"""Software-stack profiles (stacks/*.yaml, training.stack): sourced data, and the kernels
+and overlaps each one changes: attention family, FSDP rules, FP8 casts, eager kernels."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from simulator import ConfigError, simulate
+from simulator.api import resolve, simulate_resolved
+from simulator.cli.main import main
+from simulator.collectives import collective_time
+from simulator.compute import memory_time
+from simulator.compute.attention import arch, head_factor, kernel_efficiency, tile_fill
+from simulator.config.stacks import load_stack, parse, stack_names
+from simulator.memory import model as memory_model
+from simulator.memory.model import fsdp_staged_params
+from simulator.workload import fp8
+from simulator.workload.context import RingKernels, ring_attention
+from simulator.workload.fsdp import pipelined, unit_collectives, units
+from simulator.workload.ops import layer_forward
+from simulator.shape.params import layer_params
+from simulator.shape.plan_shape import plan_shape
+
+FSDP = {"parallelism.tensor": 1, "parallelism.data": 16, "parallelism.sequence_parallel": False,
+        "training.global_batch_size": 64, "training.use_megatron_fsdp": True,
+        "training.data_parallel_sharding_strategy": "optim_grads_params"}
+
+
+def test_every_shipped_profile_loads_and_names_its_sources():
+    names = stack_names()
+    assert {"megatron", "torchtitan", "deepspeed", "composer", "nemo-automodel"} <= set(names)
+    for n in names:
+        assert load_stack(n).name == n
+    with pytest.raises(ConfigError, match="with a source"):
+        parse("bad", {"fsdp": {"prefetch_depth": 2}})
+    with pytest.raises(ConfigError, match="attention.family"):
+        parse("bad", {"attention": {"family": {"value": "xformers", "source": "x"}}})
+
+
+def test_profiles_ship_as_package_data(tmp_path, monkeypatch, capsys):
+    from pathlib import Path
+
+    from simulator.config import loader, stacks
+    root = Path(__file__).resolve().parents[1]
+    pkg = tmp_path / "simulator" / "shipped" / "stacks"
+    pkg.mkdir(parents=True)
+    (pkg / "torchtitan.yaml").write_text((root / "stacks" / "torchtitan.yaml").read_text())
+    monkeypatch.setattr(loader, "REPO_ROOT", tmp_path / "no-checkout")
+    monkeypatch.setattr(loader, "INSTALLED_ROOT", tmp_path / "simulator" / "shipped")
+    stacks.load_stack.cache_clear()
+    try:
+        assert stacks.load_stack("torchtitan").fsdp_impl == "fsdp2"
+        assert stack_names() == ["torchtitan"]
+        assert main(["list", "stacks"]) == 0
+        assert "torchtitan" in capsys.readouterr().out
+    finally:
+        stacks.load_stack.cache_clear()
+    assert "stacks" in (root / "setup.py").read_text() and "graft stacks" in (
+        root / "MANIFEST.in").read_text()
+
+
+def test_unknown_stack_is_a_one_line_error(capsys):
+    with pytest.raises(ConfigError, match="training.stack.*torchtitan"):
+        simulate("llama3-8b", "dgx-h100", {"training.stack": "nope"})
+    assert main(["run", "llama3-8b", "-t", "dgx-h100", "--set", "training.stack=nope"]) == 2
+    err = capsys.readouterr().err
+    assert "training.stack" in err and "Traceback" not in err
+
+
+def test_megatron_profile_is_todays_behaviour():
+    base = simulate("llama3-8b", "dgx-h100", variability=False)
+    same = simulate("llama3-8b", "dgx-h100", {"training.stack": "megatron"}, variability=False)
+    assert same.step_time_s == base.step_time_s
+    other = simulate("llama3-8b", "dgx-h100", {"training.stack": "torchtitan"},
+                     variability=False)
+    assert other.step_time_s > base.step_time_s  # FA2-class SDPA is slower than TE's
+
+
+def test_attention_efficiency_by_family_and_shape(h100):
+    assert arch(h100.gpu) == "hopper"
+    # TE keeps the fitted constant from the fit set's shortest sequence (2K causal) up
+    for s in (2048, 8192, 1 << 20):
+        assert kernel_efficiency("te", h100.gpu, s, 128, True) == h100.gpu.attention_efficiency
+    short = kernel_efficiency("te", h100.gpu, 512, 128, True)
+    assert short == pytest.approx(h100.gpu.attention_efficiency * tile_fill(256, True)
+                                  / tile_fill(1024, True))
+    # FA2 on H100: the measured 35 % of peak times tile fill and head dim
+    fa2 = kernel_efficiency("fa2", h100.gpu, 16384, 128, True)
+    assert fa2 == pytest.approx(0.35 * 8192 / (8192 + 512))
+    assert kernel_efficiency("fa2", h100.gpu, 16384, 64, True) == pytest.approx(
+        fa2 * head_factor(64)) and head_factor(128) == 1.0
+    assert kernel_efficiency("fa2", h100.gpu, 4096, 128, False) > kernel_efficiency(
+        "fa2", h100.gpu, 4096, 128, True)  # masked diagonal blocks fill tiles worse
+    effs = [kernel_efficiency("fa3", h100.gpu, s, 128, True) for s in (512, 2048, 8192)]
+    assert effs == sorted(effs)
+
+
+def test_ring_steps_pay_block_kernels_and_merges(h100):
+    place = h100.place(4, 1)
+    full, kv = 4.0 * 1 * 65536**2 * 32 * 128, 2.0 * 16384 * 8 * 128 * 2
+    base = ring_attention(full, 4, kv, True, h100, place, False)
+    te = ring_attention(full, 4, kv, True, h100, place, False, RingKernels("te", 16384, 128))
+    assert te.compute == pytest.approx(base.compute)  # big blocks: the fitted rate
+    small = ring_attention(full / 1024, 4, kv / 32, True, h100, place, False,
+                           RingKernels("te", 512, 128))
+    plain = ring_attention(full / 1024, 4, kv / 32, True, h100, place, False)
+    assert small.compute > plain.compute  # 256-key half blocks fill tiles worse
+    merge = 1e8
+    merged = ring_attention(full, 4, kv, True, h100, place, False,
+                            RingKernels("te", 16384, 128, merge_fwd_bytes=merge))
+    # zigzag: every rank works at every step; three merges after the first step
+    assert merged.compute - te.compute == pytest.approx(3 * memory_time(merge, h100.gpu))
+
+
+def test_no_prefetch_puts_every_gather_in_line():
+    t, n, a, r, sl = np.array([1.0]), 4, 0.05, 0.03, 0.1
+    got = pipelined(t, n, a, r, sl, prefetch=0)[0]
+    x = t[0] / n
+    assert got == pytest.approx(n * a + (n - 1) * max(r, x) + x + r - 1.0 + sl * n * r)
+    assert got > pipelined(t, n, a, r, sl)[0]
+
+
+def test_fsdp2_reduces_fp32_and_gathers_float8():
+    w, t = resolve("llama3-8b", "dgx-h100", dict(FSDP, **{"training.stack": "torchtitan",
+                                                        "training.precision": "fp8"}))
+    _, plan, _ = simulate_resolved(w, t, variability=False)
+    shape = plan_shape(w)
+    n = units(shape, 0, 0)
+    gather, reduce, _ = unit_collectives(w, plan.topo, shape, plan.groups, 0, 0)
+    per_unit = shape.params[0].dense / n
+    g = plan.groups["dp_cp"]
+    assert gather == pytest.approx(collective_time("all_gather", 1 * per_unit, g, plan.topo))
+    assert reduce == pytest.approx(collective_time("reduce_scatter", 4 * per_unit, g,
+                                                   plan.topo))
+    ds = resolve("llama3-8b", "dgx-h100", dict(FSDP, **{"training.stack": "deepspeed"}))[0]
+    assert units(plan_shape(ds), 0, 0, load_stack("deepspeed").fsdp_units_per_layer) \
+        == 32 * 4 + 2  # ZeRO-3 fetches per submodule
+
+
+def test_fsdp_memory_follows_prefetch_and_resharding(monkeypatch):
+    w = resolve("llama3-8b", "dgx-h100", FSDP)[0]
+    part = plan_shape(w).partition
+    layer = layer_params(w, False).total
+    assert fsdp_staged_params(w, part, 0) == pytest.approx(layer + max(
+        layer, *memory_model.stage_tables(w, part, 0)))
+    keep = dataclasses.replace(load_stack("megatron"), reshard_after_forward=False)
+    monkeypatch.setattr(memory_model, "load_stack", lambda name: keep)
+    held = fsdp_staged_params(w, part, 0)
+    assert held == pytest.approx(32 * layer + sum(memory_model.stage_tables(w, part, 0)))
+
+
+def test_torchao_casts_and_eager_kernels_move_more_bytes():
+    te = resolve("llama3-8b", "dgx-h100", {"training.precision": "fp8"})[0]
+    tt = resolve("llama3-8b", "dgx-h100", {"training.precision": "fp8",
+                                           "training.stack": "torchtitan"})[0]
+    op = next(o for o in layer_forward(te) if o.name == "attn_proj")
+    t_, n_, k_ = op.shape
+    mine = fp8.cast_op(op, 32, False, load_stack("torchtitan"))
+    assert mine.nbytes == pytest.approx(7.0 * t_ * k_ + 2.0 * n_ * k_)
+    assert mine.bwd_nbytes == pytest.approx(7.0 * t_ * n_)
+    casts = {o.name: o.nbytes for o in layer_forward(tt) if o.name.endswith(fp8.SUFFIX)}
+    base = {o.name: o.nbytes for o in layer_forward(te) if o.name.endswith(fp8.SUFFIX)}
+    assert casts.keys() == base.keys() and all(casts[k] > base[k] for k in casts)
+    eager = resolve("llama3-8b", "dgx-h100", {"training.stack": "fsdp1"})[0]
+    norm = {o.name: o.nbytes for o in layer_forward(eager)}
+    fused = {o.name: o.nbytes for o in layer_forward(resolve("llama3-8b", "dgx-h100")[0])}
+    assert norm["input_layernorm"] == pytest.approx(9.0 * fused["input_layernorm"])
+    assert norm["residual"] == fused["residual"]

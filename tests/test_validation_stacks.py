@@ -1,0 +1,85 @@
+"""Published runs of other stacks, long sequences and small-model FP8
+(validation/stacks/): out of sample, nothing fitted on them. Each states its stack,
+release and unknowns, fits in memory as it ran, and is predicted within its bar."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from simulator.api import resolve
+from simulator.hardware import Topology
+from simulator.memory import estimate_memory
+from simulator.validation.cases import load_cases
+from simulator.validation.predict import predict_step_time
+from simulator.validation.stacks import FOLDER, crossvalidate, group_meta, predict_all, report
+
+
+@pytest.fixture(scope="module")
+def records():
+    return predict_all()
+
+
+def test_each_run_states_stack_release_and_unknowns_and_fits():
+    meta = group_meta()
+    cases = load_cases(FOLDER)
+    assert len(cases) >= 25 and len({meta[c.group]["source_id"] for c in cases}) >= 4
+    for c in cases:
+        train = c.spec["workload"]["training"]
+        assert train.get("stack", "megatron") == meta[c.group]["stack"], c.id
+        assert c.recipe["source"] and isinstance(c.recipe["unknown"], list), c.id
+        w, t = resolve(c.spec["workload"], c.topology, c.spec["overrides"])
+        rep = estimate_memory(w, Topology.from_config(t))
+        assert rep.fits, f"{c.id}: {rep.explain()}"
+
+
+def test_long_sequence_megatron_on_h100_within_5_percent(records):
+    # NeMo 24.03 (TE with flash-attn 2 on Hopper), 16K-1M tokens, with and without CP:
+    # all within 2.4 % now; with the fitted TE constant they were 17-27 % too fast
+    rows = [r for r in records if r["source"] == "nemo-performance-long-sequence"
+            and r["band"] != "< 8K" and not r["id"].endswith("-8k")]
+    assert len(rows) == 7
+    assert all(abs(r["error"]) <= 0.05 for r in rows), rows
+
+
+def test_fsdp_and_fp8_stacks_beat_the_megatron_profile(records):
+    # PyTorch FSDP1 / FSDP2 + float8 runs: their own profile against Megatron's kernels
+    mine = {r["id"]: r["error"] for r in records if r["stack"] in ("fsdp1", "torchtitan")}
+    assert len(mine) >= 8
+    cases = {c.id: c for c in load_cases(FOLDER)}
+    other = {}
+    for cid in mine:  # the plan each row states, on Megatron's kernels
+        c = cases[cid]
+        c.spec["overrides"] = {**c.spec["overrides"], "training.stack": "megatron"}
+        other[cid] = predict_step_time(c) / c.measured - 1
+    # the 7B-13B runs (FP8 and bf16): their profile within 4 % at the median, the megatron
+    # profile 12-26 % too fast on every one (the issue's "FSDP stacks 11-19 % too fast")
+    small = [cid for cid in mine if "-7b" in cid or "-8b" in cid or "-13b" in cid]
+    assert len(small) == 4
+    assert statistics.median(abs(mine[c]) for c in small) < 0.04, mine
+    assert all(other[c] < -0.10 for c in small), other
+    # all 12 now: median 7.7 %, worst 22.4 %; the float8 blog's 70B / 405B rows are 7-22 %
+    # too slow at the best plan that fits (its FP8 gain, 1.50x, is above the predicted 1.36x)
+    assert statistics.median(abs(e) for e in mine.values()) <= 0.09, mine
+    assert max(abs(e) for e in mine.values()) <= 0.25, mine
+
+
+def test_best_plan_searches_what_the_source_explored(records):
+    plans = {r["id"]: r["plan"] for r in records if r["plan"]}
+    assert plans["f8fsdp2-70b-bf16"] == "micro_batch_size 3, recompute full"  # 4 does not fit
+    assert plans["f8fsdp2-8b-bf16"].endswith("recompute none")
+    rows = {r["id"]: r for r in records}
+    cases = {c.id: c for c in load_cases(FOLDER)}
+    stated = predict_step_time(cases["f8fsdp2-70b-bf16"])  # the row's own plan, mbs 1
+    assert rows["f8fsdp2-70b-bf16"]["predicted"] < stated
+
+
+def test_report_slices_by_stack_band_gpu_and_source(records):
+    text = report(records, crossvalidate(records))
+    for heading in ("By stack", "By band", "By gpu", "By source", ">= 32K", "torchtitan"):
+        assert heading in text
+    cv = crossvalidate(records)
+    # a stack with a single source gets no factor: its source-out error is the plain one
+    single = [r for r in cv if r["stack"] == "fsdp1"]
+    assert single and all(r["factor"] == 1.0 and r["cv_error"] == r["error"] for r in single)
