@@ -1,0 +1,111 @@
+"""One (topology, GPU count) of a capacity grid: its best plan, run and fabric.
+
+The plan comes from :func:`simulator.sweep.search_plans` (rank 1: the fastest plan that
+fits in memory, the workload's ``training.memory_headroom_GB`` kept free); the step and its
+cross-validated interval from :func:`simulator.simulate` on that plan's overrides (what
+``clustersim run --set ...`` prints); days, GPU-hours, goodput and energy from
+:func:`simulator.time_to_train` with the fabric's power from the bill of materials
+(:mod:`.bom`) in place of the topology's per-GPU network estimate where the fabric is
+described. Prices are applied later (:mod:`.frontier`), so a stored cell serves any price.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from .. import __version__
+from ..api import simulate
+from ..config import load_topology
+from ..errors import ConfigError
+from ..reliability.run import time_to_train
+from ..sweep.executors import Executor
+from ..sweep.search import search_plans
+from ..sweep.store import ResultStore
+from .bom import bill_of_materials, bom_columns
+
+
+def _flag(key: str, value: Any) -> str:
+    text = "null" if value is None else json.dumps(value) if isinstance(value, bool) else value
+    return f"--set {key}={text}"
+
+
+def set_flags(overrides: dict[str, Any]) -> str:
+    """``--set k=v`` flags that reproduce ``overrides`` on the command line."""
+    return " ".join(_flag(k, v) for k, v in overrides.items())
+
+
+def cell_key(workload: Any, topology: str, gpus: int, tokens: float,
+             options: dict[str, Any]) -> str:
+    """Store key of one cell: every input of the search and the run, and the version."""
+    text = json.dumps({"kind": "capacity", "workload": workload, "topology": topology,
+                       "gpus": gpus, "tokens": tokens, "options": options,
+                       "version": __version__}, sort_keys=True, default=str)
+    return "capacity:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _no_plan(topology: str, gpus: int, reason: str) -> dict[str, Any]:
+    return {"topology": topology, "num_gpus": gpus, "status": "no_plan", "reason": reason}
+
+
+def evaluate(workload: Any, topology: str, gpus: int, tokens: float,
+             options: dict[str, Any], executor: Executor,
+             store: ResultStore | None) -> dict[str, Any]:
+    """The row of one cell (prices, deadline and frontier are added later)."""
+    key = cell_key(workload, topology, gpus, tokens, options)
+    if store is not None:
+        hit = store.get_many([key]).get(key)
+        if hit is not None:
+            return json.loads(hit)
+    row = _evaluate(workload, topology, gpus, tokens, options, executor, store)
+    if store is not None:
+        store.put(key, row["status"], json.dumps(row, sort_keys=True))
+    return row
+
+
+def _evaluate(workload: Any, topology: str, gpus: int, tokens: float,
+              options: dict[str, Any], executor: Executor,
+              store: ResultStore | None) -> dict[str, Any]:
+    base = dict(options.get("overrides") or {})
+    try:
+        found = search_plans(workload, topology, gpus, 1, overrides=base,
+                             micro_batch_sizes=tuple(options["micro_batch_sizes"]),
+                             max_context=options["max_context"],
+                             max_simulations=options["max_simulations"],
+                             schedules=options.get("schedules"), executor=executor,
+                             store=store, progress=False)
+    except ConfigError as exc:
+        if exc.field == "--gpus":
+            return _no_plan(topology, gpus, exc.message())
+        raise
+    if found.plans.empty:
+        return _no_plan(topology, gpus, "no plan fits in memory "
+                        f"({found.counts['over_memory']} of {found.counts['plans']} plans "
+                        "over memory, the rest invalid)")
+    overrides = found.overrides_for(1)
+    best = found.plans.iloc[0]
+    bom = bill_of_materials(load_topology(topology), gpus)
+    topo_over = ({"power.network_W_per_gpu": bom.network_W / gpus}
+                 if bom.network_W is not None else {})
+    result = simulate(workload, topology, overrides)
+    run = time_to_train(workload, topology, tokens, overrides, topo_over,
+                        mc_runs=options["mc_runs"])
+    iv = result.step_time_interval_s or {}
+    return {
+        "topology": topology, "num_gpus": gpus, "status": "ok", "reason": "",
+        "plan": str(best["plan"]), "schedule": str(best["schedule"]),
+        "recompute": str(best["recompute"]), "set_flags": set_flags(overrides),
+        "overrides": overrides,
+        "step_time_s": result.step_time_s, "step_time_low_s": iv.get("low"),
+        "step_time_high_s": iv.get("high"), "tokens_per_s": result.tokens_per_s,
+        "mfu": result.mfu, "days": run.days, "days_p10": run.monte_carlo["days_p10"],
+        "days_p90": run.monte_carlo["days_p90"], "gpu_hours": run.gpu_hours,
+        "energy_MWh": run.energy_MWh, "goodput": run.goodput,
+        "interruptions": run.interruptions, "memory_per_gpu_GB": result.memory_per_gpu_GB,
+        "memory_headroom_GB": float(best["memory_margin_GB"]),
+        "network_power_from": "bom" if topo_over else "topology power.network_W_per_gpu",
+        **bom_columns(bom),
+        "search_exhaustive": bool(found.exhaustive),
+        "plans_simulated": int(found.counts["simulated"]),
+    }
