@@ -29,7 +29,7 @@ from ..sweep.progress import Progress
 from ..sweep.store import ResultStore
 from .cell import evaluate
 from .frontier import apply_prices, mark_frontier, mark_limits, parse_prices
-from .scaling import model_rows
+from .scaling import CHINCHILLA_TOKENS_PER_PARAM, model_rows
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -53,13 +53,17 @@ def capacity(workload: Any, tokens: float | None, topologies: Sequence[str] | st
              transceiver_price: float | None = None,
              micro_batch_sizes: Sequence[int] = MICRO_BATCH_SIZES, max_context: int = 16,
              max_simulations: int = 2000, schedules: str | Sequence[str] | None = None,
-             mc_runs: int = 200) -> pd.DataFrame:
+             mc_runs: int = 200,
+             tokens_per_param: float = CHINCHILLA_TOKENS_PER_PARAM) -> pd.DataFrame:
     """One row per (topology, GPU count) (per model size too, with ``model_sizes``).
 
     Args:
         workload: as :func:`simulator.simulate` (ignored when ``model_sizes`` is given).
         tokens: tokens to train on; ``None`` with ``model_sizes``: each size's
-            compute-optimal tokens (:mod:`.scaling`).
+            compute-optimal tokens, ``tokens_per_param`` per parameter (:mod:`.scaling`).
+        model_sizes: dense workloads of one family (e.g. ``["llama3-8b", "llama3-70b"]``),
+            an axis: one row per (model, topology, GPU count), with ``model`` and
+            ``parameters`` columns.
         topologies, gpus: the grid (lists, or comma-separated strings / one value).
         prices: USD per GPU-hour by topology (``{"dgx-h100": 2.5}`` or
             ``"dgx-h100=2.5,..."``); a topology without one has no cost.
@@ -81,7 +85,7 @@ def capacity(workload: Any, tokens: float | None, topologies: Sequence[str] | st
     options = {"overrides": dict(overrides or {}), "micro_batch_sizes": list(micro_batch_sizes),
                "max_context": max_context, "max_simulations": max_simulations,
                "schedules": schedules, "mc_runs": mc_runs}
-    jobs = model_rows(workload, tokens, model_sizes)
+    jobs = model_rows(workload, tokens, model_sizes, tokens_per_param)
     ex = executor if isinstance(executor, Executor) else make_executor(
         executor or "local", scheduler, workers)
     st = ResultStore(store) if store is not None else None

@@ -74,7 +74,8 @@ def _evaluate(workload: Any, topology: str, gpus: int, tokens: float,
                              max_context=options["max_context"],
                              max_simulations=options["max_simulations"],
                              schedules=options.get("schedules"), executor=executor,
-                             store=store, progress=False)
+                             store=store, progress=False,
+                             sp_only=options.get("sp_only", True))
     except ConfigError as exc:
         if exc.field == "--gpus":
             return _no_plan(topology, gpus, exc.message())
