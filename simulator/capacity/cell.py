@@ -60,7 +60,7 @@ def evaluate(workload: Any, topology: str, gpus: int, tokens: float,
             return json.loads(hit)
     row = _evaluate(workload, topology, gpus, tokens, options, executor, store)
     if store is not None:
-        store.put(key, row["status"], json.dumps(row, sort_keys=True))
+        store.put(key, row["status"], json.dumps(row))
     return row
 
 
@@ -81,9 +81,9 @@ def _evaluate(workload: Any, topology: str, gpus: int, tokens: float,
             return _no_plan(topology, gpus, exc.message())
         raise
     if found.plans.empty:
-        return _no_plan(topology, gpus, "no plan fits in memory "
-                        f"({found.counts['over_memory']} of {found.counts['plans']} plans "
-                        "over memory, the rest invalid)")
+        c = found.counts
+        return _no_plan(topology, gpus, f"no plan fits: of {c['plans']} plans, "
+                        f"{c['invalid']} invalid and {c['over_memory']} over memory")
     overrides = found.overrides_for(1)
     best = found.plans.iloc[0]
     bom = bill_of_materials(load_topology(topology), gpus)
