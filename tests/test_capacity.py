@@ -155,3 +155,21 @@ def test_model_sizes_axis_uses_compute_optimal_tokens():
                   executor="serial", mc_runs=5)
     n = parameters(load_workload("tiny"))
     assert df.model.tolist() == ["tiny"] and df.tokens.iloc[0] == pytest.approx(20 * n)
+
+
+def test_figure_draws_frontier_deadline_and_budget(table, tmp_path):
+    from simulator.report.capacity_plot import capacity_figure, frontier_table
+
+    fig = capacity_figure(table, deadline_days=0.01, budget_usd=1.0)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[:2] == TOPOS and {"frontier", "deadline", "budget"} <= set(labels)
+    front = table[table.on_frontier]
+    assert len(frontier_table(table)) == 2 + len(front)
+
+
+def test_cli_plot_writes_a_png(tmp_path, capsys):
+    png = tmp_path / "c.png"
+    assert main(["capacity", "tiny", "--tokens", "1e9", "-t", "dgx-h100", "--gpus", "8,16",
+                 "--executor", "serial", "--runs", "5", "--plot", str(png)]) == 0
+    assert png.stat().st_size > 10_000

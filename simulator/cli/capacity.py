@@ -68,6 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="output format (default: from -o's extension, else table)")
     p.add_argument("-o", "--output", metavar="PATH",
                    help="write the result to PATH atomically (.json, .csv or .txt)")
+    p.add_argument("--plot", metavar="PATH", help="also draw days against cost (the "
+                   "frontier, deadline and budget) to PATH (.png or .svg)")
     add_executor_arguments(p)
 
 
@@ -116,6 +118,14 @@ def run(args: argparse.Namespace) -> int:
                   max_context=args.max_context, max_simulations=args.max_simulations,
                   mc_runs=args.runs, tokens_per_param=args.tokens_per_param)
     print(df.attrs["summary"], file=sys.stderr)
+    if args.plot:
+        from ..report.capacity_plot import capacity_figure
+        from ..report.figures import close, save_figure
+
+        fig = capacity_figure(df, args.deadline_days, args.budget)
+        save_figure(fig, args.plot)
+        close(fig)
+        print(f"wrote {args.plot}", file=sys.stderr)
     rows = records(df)
     if fmt == "json":
         emit(args, json.dumps(rows, indent=2) + "\n")
