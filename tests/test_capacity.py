@@ -7,6 +7,7 @@ same code path (benchmarks/bench_capacity.py times a larger one).
 from __future__ import annotations
 
 import json
+import os
 import shlex
 
 import pytest
@@ -173,3 +174,25 @@ def test_cli_plot_writes_a_png(tmp_path, capsys):
     assert main(["capacity", "tiny", "--tokens", "1e9", "-t", "dgx-h100", "--gpus", "8,16",
                  "--executor", "serial", "--runs", "5", "--plot", str(png)]) == 0
     assert png.stat().st_size > 10_000
+
+
+@pytest.mark.skipif(not os.environ.get("CLUSTERSIM_SLOW"),
+                    reason="the issue's llama3-70b grid (~1 min): set CLUSTERSIM_SLOW=1")
+def test_issue_grid_llama3_70b(tmp_path, capsys):
+    out = tmp_path / "c.json"
+    assert main(["capacity", "llama3-70b", "--tokens", "2e12", "--topology",
+                 "dgx-h100,gb200-nvl72", "--gpus", "256,1024,4096", "--price",
+                 "dgx-h100=2.5,gb200-nvl72=4.0", "--format", "json", "-o", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert len(rows) == 6 and all(r["status"] == "ok" for r in rows)
+    prices = {"dgx-h100": 2.5, "gb200-nvl72": 4.0}
+    assert all(r["cost_usd"] == r["gpu_hours"] * prices[r["topology"]] for r in rows)
+    pts = [(r["days"], r["cost_usd"]) for r in rows]
+    assert [r["on_frontier"] for r in rows] == [
+        not any(dominates(q, p) for q in pts) for p in pts]
+    for i, r in enumerate(rows):
+        res = tmp_path / f"r{i}.json"
+        assert main(["run", "llama3-70b", "-t", r["topology"], *shlex.split(r["set_flags"]),
+                     "-o", str(res)]) == 0
+        assert json.loads(res.read_text())["step_time_s"] == pytest.approx(
+            r["step_time_s"], rel=1e-12)
