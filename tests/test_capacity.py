@@ -196,3 +196,15 @@ def test_issue_grid_llama3_70b(tmp_path, capsys):
                      "-o", str(res)]) == 0
         assert json.loads(res.read_text())["step_time_s"] == pytest.approx(
             r["step_time_s"], rel=1e-12)
+
+
+def test_model_sizes_have_their_own_frontier_and_the_largest_is_named():
+    df = capacity("unused", None, ["dgx-h100"], [8, 16], model_sizes=["tiny", "llama3-8b"],
+                  prices={"dgx-h100": 2.0}, deadline_days=1e6, budget_usd=1e12,
+                  executor="serial", mc_runs=5)
+    for _, rows in df.groupby("model"):
+        pts = list(zip(rows.days, rows.total_cost_usd, strict=True))
+        assert list(rows.on_frontier) == [not any(dominates(q, p) for q in pts) for p in pts]
+    assert df.groupby("model").on_frontier.any().all()
+    assert "largest model that meets the deadline and the budget: llama3-8b" in \
+        df.attrs["summary"]

@@ -138,6 +138,12 @@ def summary_line(rows: list[dict[str, Any]], deadline: float | None,
                      + (f" (USD {budget:,.0f})" if budget is not None else ""))
     elif limits:
         parts.append(f"{len(both)} meet {limits}")
+    sized = [r for r in both if r.get("parameters")]
+    if sized and limits:
+        r = min(sized, key=lambda r: (-r["parameters"], r["days"]))
+        parts.append(f"largest model that meets {limits}: {r['model']} "
+                     f"({r['parameters'] / 1e9:.1f}B parameters, {r['tokens']:.3g} tokens) "
+                     f"on {r['num_gpus']} GPUs of {r['topology']}, {r['days']:.1f} days")
     return "; ".join(parts)
 
 

@@ -10,7 +10,9 @@ Frontier rule: among the rows with a plan, a row is on the frontier when no othe
 at least as good in both expected days and cost and strictly better in one (Pareto,
 minimising both). The cost axis is ``total_cost_usd`` when every such row has one, else
 GPU-hours (the cost at any single price); ``frontier_axes`` in the table's ``attrs`` says
-which. Rows without a plan are never on it. Ties (equal in both) are all on it.
+which. Rows without a plan are never on it. Ties (equal in both) are all on it. With a
+model-size axis each model has its own frontier (a smaller model is not a cheaper way to
+train a larger one).
 """
 
 from __future__ import annotations
@@ -64,8 +66,9 @@ def mark_frontier(rows: list[dict[str, Any]]) -> str:
     axis = frontier_axis(rows)
     ok = [r for r in rows if r["status"] == "ok"]
     for r in rows:
+        peers = [o for o in ok if o is not r and o.get("model") == r.get("model")]
         r["on_frontier"] = r["status"] == "ok" and not any(
-            dominates((o["days"], o[axis]), (r["days"], r[axis])) for o in ok if o is not r)
+            dominates((o["days"], o[axis]), (r["days"], r[axis])) for o in peers)
     return axis
 
 

@@ -23,7 +23,8 @@ def _switches(r: dict[str, Any]) -> str:
 def format_table(rows: list[dict[str, Any]], attrs: dict[str, Any]) -> str:
     """Fixed-width text: plan, step (interval), days (p10-p90), GPU-hours, cost, MWh,
     goodput, free memory, limits, frontier and the fabric's switches / optics / kW."""
-    head = (f"{'':1}{'model ' if rows and 'model' in rows[0] else ''}{'topology':<12} "
+    head = (f"{'':1}{'model':<12} " if rows and "model" in rows[0] else " ") + (
+            f"{'topology':<12} "
             f"{'GPUs':>6}  {'plan':<32} {'step s (80% interval)':<22} "
             f"{'days (p10-p90)':<20} {'GPU-h':>10} {'cost USD':>12} {'MWh':>8} "
             f"{'goodput':>7} {'free GB':>7} {'deadline':>8} {'budget':>6}  "
