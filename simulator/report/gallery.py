@@ -120,11 +120,10 @@ GB300_PLAN = {"parallelism.pipeline": 8, "parallelism.data": 8}
 class _Capacity:
     """``clustersim capacity`` on the issue-32 grid: the figure, then its frontier table."""
 
-    ARGS = dict(prices={"dgx-h100": 2.5, "gb200-nvl72": 4.0}, deadline_days=30.0,
-                budget_usd=2.0e6)
-
     def __init__(self) -> None:
         self.df: Any = None
+        self.ARGS = {"prices": {"dgx-h100": 2.5, "gb200-nvl72": 4.0}, "deadline_days": 30.0,
+                     "budget_usd": 2.0e6}
 
     def __call__(self, log: list[SimRun]):
         from ..capacity import capacity
