@@ -27,7 +27,7 @@ from ..errors import ConfigError
 from ..sweep.executors import Executor, make_executor
 from ..sweep.progress import Progress
 from ..sweep.store import ResultStore
-from .cell import evaluate
+from .cell import evaluate_grid
 from .frontier import apply_prices, mark_frontier, mark_limits, parse_prices
 from .scaling import CHINCHILLA_TOKENS_PER_PARAM, model_rows
 
@@ -89,23 +89,19 @@ def capacity(workload: Any, tokens: float | None, topologies: Sequence[str] | st
     ex = executor if isinstance(executor, Executor) else make_executor(
         executor or "local", scheduler, workers)
     st = ResultStore(store) if store is not None else None
-    rows: list[dict[str, Any]] = []
+    grid = [(job, topo, n) for job in jobs for topo in topos for n in counts]
     try:
-        with Progress(len(jobs) * len(topos) * len(counts), "capacity",
-                      enabled=progress) as bar:
-            for model, ref, n_tokens, params in jobs:
-                for topo in topos:
-                    for n in counts:
-                        row = evaluate(ref, topo, n, n_tokens, options, ex, st)
-                        rows.append({**({"model": model, "parameters": params}
-                                        if model else {}),
-                                     "tokens": n_tokens, **row})
-                        bar.update()
+        with Progress(2 * len(grid), "capacity", enabled=progress) as bar:
+            found = evaluate_grid([(job[1], topo, n, job[2]) for job, topo, n in grid],
+                                  options, ex, st, bar)
     finally:
         if st is not None:
             st.close()
         if ex is not executor:
             ex.close()
+    rows = [{**({"model": model, "parameters": params} if model else {}),
+             "tokens": n_tokens, **row}
+            for ((model, _, n_tokens, params), _, _), row in zip(grid, found, strict=True)]
     return _table(rows, price, deadline_days, budget_usd, switch_price, transceiver_price)
 
 
