@@ -88,3 +88,15 @@ def test_unknown_fabric_power_keeps_the_topology_estimate():
     r = df.iloc[0]
     assert r.network_power_from.startswith("topology") and r.network_kW is None
     assert r.switches_L1 > 0
+
+
+def test_fabric_prices_add_the_network_capital_cost():
+    df = capacity("tiny", 1e9, ["dgx-h100"], [16], prices={"dgx-h100": 2.0},
+                  switch_price=30000.0, transceiver_price=800.0, executor="serial",
+                  mc_runs=5)
+    r = df.iloc[0]
+    switches = r.switches_L1 + r.switches_L2 + r.switches_L3
+    assert switches > 0 and r.transceivers > 0
+    assert r.network_capex_usd == switches * 30000.0 + r.transceivers * 800.0
+    assert r.cost_usd == r.gpu_hours * 2.0  # the GPU cost stays GPU-hours x price
+    assert r.total_cost_usd == r.cost_usd + r.network_capex_usd
