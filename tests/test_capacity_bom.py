@@ -100,3 +100,9 @@ def test_fabric_prices_add_the_network_capital_cost():
     assert r.network_capex_usd == switches * 30000.0 + r.transceivers * 800.0
     assert r.cost_usd == r.gpu_hours * 2.0  # the GPU cost stays GPU-hours x price
     assert r.total_cost_usd == r.cost_usd + r.network_capex_usd
+
+
+def test_optics_per_level_add_up():
+    b = bill_of_materials(load_topology("gb200-nvl72"), 4096)  # 3 levels, 1-port NIC optics
+    assert b.transceivers_by_level == [4096 + 2048, 4096, 4096]
+    assert b.transceivers == sum(b.transceivers_by_level)

@@ -18,8 +18,9 @@ and reproduces the switch counts of NVIDIA's DGX SuperPOD B200 reference archite
 (Table "Larger SuperPOD component counts": 512 GPUs 16 leaf / 8 spine, 4096 GPUs 128 / 128 /
 64 core). Links: ``E`` from the NICs into level 1, ``S_j * u`` from level j up. Every
 scale-out link is optical: a switch-side transceiver carries ``transceiver_ports`` ports, a
-NIC-side one ``nic_transceiver_ports``. Power (W) = switches x ``switch_power_W`` +
-transceivers x their power; ``None`` wherever a needed field is unknown.
+NIC-side one ``nic_transceiver_ports``; optics are counted per level (the links into it).
+Power (W) = switches x ``switch_power_W`` + transceivers x their power; ``None`` wherever
+a needed field is unknown.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Bom:
     levels: int | None
     switches: list[int] = field(default_factory=list)  # by level, leaf first
     links: list[int] = field(default_factory=list)  # into each level from below
+    transceivers_by_level: list[int] = field(default_factory=list)  # optics of those links
     transceivers: int | None = None
     network_W: float | None = None
     unknown: str = ""  # why some figures are missing
@@ -98,22 +100,25 @@ def bill_of_materials(t: TopologyConfig, num_gpus: int) -> Bom:
     ports = math.ceil(t.tiers[1].bandwidth_GBps * 8 / f.port_Gbps - 1e-9)
     endpoints = num_gpus * ports
     switches, links = fat_tree(endpoints, f.switch_radix, t.tiers[-1].oversubscription)
-    switch_ends = sum(links) + sum(links[1:])  # a NIC link has one switch end, others two
-    xcvr = math.ceil(switch_ends / f.transceiver_ports) + math.ceil(
-        endpoints / f.nic_transceiver_ports)
-    powers = (f.switch_power_W, f.transceiver_power_W, f.nic_transceiver_power_W)
+    nic = math.ceil(endpoints / f.nic_transceiver_ports)
+    # optics of the links into each level: level 1 a NIC end and a switch end per link,
+    # higher levels two switch ends per link
+    switch_side = [math.ceil(links[0] / f.transceiver_ports)] + [
+        math.ceil(2 * n / f.transceiver_ports) for n in links[1:]]
+    by_level = [switch_side[0] + nic, *switch_side[1:]]
     watts = None
-    if None not in powers:
-        watts = (sum(switches) * f.switch_power_W
-                 + math.ceil(switch_ends / f.transceiver_ports) * f.transceiver_power_W
-                 + math.ceil(endpoints / f.nic_transceiver_ports) * f.nic_transceiver_power_W)
+    if None not in (f.switch_power_W, f.transceiver_power_W, f.nic_transceiver_power_W):
+        watts = (sum(switches) * f.switch_power_W + sum(switch_side) * f.transceiver_power_W
+                 + nic * f.nic_transceiver_power_W)
     return Bom(**common, endpoints=endpoints, levels=len(switches), switches=switches,
-               links=links, transceivers=xcvr, network_W=watts,
+               links=links, transceivers_by_level=by_level, transceivers=sum(by_level),
+               network_W=watts,
                unknown="" if watts is not None else "fabric power figures not given")
 
 
 def bom_columns(b: Bom, max_levels: int = 3) -> dict[str, Any]:
-    """Flat row columns: ``switches_L1``.. and ``links_L1``.. (``None`` when unknown)."""
+    """Flat row columns: ``switches_L1``.., ``links_L1``.., ``transceivers_L1``..
+    (``None`` when unknown)."""
     out: dict[str, Any] = {"nodes": b.nodes, "racks": b.racks,
                            "scaleup_switches": b.scaleup_switches,
                            "fabric_levels": b.levels}
@@ -122,6 +127,8 @@ def bom_columns(b: Bom, max_levels: int = 3) -> dict[str, Any]:
         out[f"switches_L{j + 1}"] = (b.switches[j] if j < len(b.switches) else 0) if known \
             else None
         out[f"links_L{j + 1}"] = (b.links[j] if j < len(b.links) else 0) if known else None
+        out[f"transceivers_L{j + 1}"] = (b.transceivers_by_level[j] if j < len(
+            b.transceivers_by_level) else 0) if known else None
     out["transceivers"] = b.transceivers
     out["network_kW"] = None if b.network_W is None else b.network_W / 1e3
     out["bom_unknown"] = b.unknown
