@@ -208,3 +208,13 @@ def test_model_sizes_have_their_own_frontier_and_the_largest_is_named():
     assert df.groupby("model").on_frontier.any().all()
     assert "largest model that meets the deadline and the budget: llama3-8b" in \
         df.attrs["summary"]
+
+
+def test_base_overrides_travel_with_the_plan(tmp_path):
+    out = tmp_path / "c.json"
+    assert main(["capacity", "tiny", "--tokens", "1e9", "-t", "dgx-h100", "--gpus", "8",
+                 "--set", "training.global_batch_size=16", "--executor", "serial",
+                 "--runs", "5", "-o", str(out)]) == 0
+    row = json.loads(out.read_text())[0]
+    assert row["overrides"]["training.global_batch_size"] == 16
+    assert "--set training.global_batch_size=16" in row["set_flags"]
