@@ -21,13 +21,14 @@ from .errors import ConfigError
 from .metrics import Result
 from .version import __version__
 
-__all__ = ["ConfigError", "Result", "TimeToTrain", "__version__", "plan", "search",
+__all__ = ["ConfigError", "Result", "TimeToTrain", "__version__", "capacity", "plan", "search",
            "sensitivity", "simulate", "sweep", "time_to_train"]
 
 # Public functions defined in the ``simulator.sweep`` subpackage, loaded on first access.
 _LAZY = {"sweep": "simulator.sweep", "search": "simulator.sweep",
          "sensitivity": "simulator.sensitivity",
-         "time_to_train": "simulator.reliability.run", "TimeToTrain": "simulator.reliability.run"}
+         "time_to_train": "simulator.reliability.run", "TimeToTrain": "simulator.reliability.run",
+         "capacity": "simulator.capacity"}
 
 
 class _Package(types.ModuleType):

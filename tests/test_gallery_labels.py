@@ -5,7 +5,7 @@ from __future__ import annotations
 from simulator import simulate
 from simulator.report.breakdown import breakdown_frame
 from simulator.report.figures import close
-from simulator.report.gallery import GALLERY
+from simulator.studies.gallery import GALLERY
 
 
 def test_405b_breakdown_labels_follow_the_simulated_schedule():

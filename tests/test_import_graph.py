@@ -28,7 +28,9 @@ LAYERS: list[set[str]] = [
     {"metrics"},
     {"api"},
     {"reliability", "validation", "report", "sensitivity"},
-    {"sweep", "studies"},
+    {"sweep"},
+    {"capacity"},
+    {"studies", "calibrate"},
     {"cli"},
     {"__main__", "__init__"},
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from simulator.report.gallery import GALLERY, Entry, _breakdown, _timeline, build_gallery
+from simulator.studies.gallery import GALLERY, Entry, _breakdown, _timeline, build_gallery
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "reports"
@@ -19,7 +19,7 @@ def test_committed_gallery_is_complete_and_small():
     for name in shown:
         size = (REPORTS / "figures" / name).stat().st_size
         assert 10_000 < size < MAX_BYTES, (name, size)
-    assert "python -m simulator.report.gallery" in readme
+    assert "python -m simulator.studies.gallery" in readme
 
 
 def test_build_gallery_writes_figures_and_readme(tmp_path):

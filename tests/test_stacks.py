@@ -158,7 +158,8 @@ def test_torchao_casts_and_eager_kernels_move_more_bytes():
                                            "training.stack": "torchtitan"})[0]
     op = next(o for o in layer_forward(te) if o.name == "attn_proj")
     t_, n_, k_ = op.shape
-    mine = fp8.cast_op(op, 32, False, load_stack("torchtitan"))
+    mine = fp8.cast_op(op, te.training.precision_type.casts, 32, False,
+                       load_stack("torchtitan"))
     assert mine.nbytes == pytest.approx(7.0 * t_ * k_ + 2.0 * n_ * k_)
     assert mine.bwd_nbytes == pytest.approx(7.0 * t_ * n_)
     casts = {o.name: o.nbytes for o in layer_forward(tt) if o.name.endswith(fp8.SUFFIX)}

@@ -50,6 +50,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
                     "GPU and network constant (would a faster fabric help this plan?)"),
     "time-to-train": ("simulator.cli.time_to_train", "Days, GPU-hours, interruptions, goodput, "
                       "energy and cost to train on N tokens."),
+    "capacity": ("simulator.cli.capacity", "best plan, days, cost, energy and network bill "
+                 "of materials of WORKLOAD per topology and GPU count, with the cost-time "
+                 "frontier"),
 }
 
 

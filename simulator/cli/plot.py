@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from ..report import figures
 
     if args.kind == "gallery":
-        from ..report.gallery import build_gallery
+        from ..studies.gallery import build_gallery
 
         for path in build_gallery(Path(args.out)):
             print(path)

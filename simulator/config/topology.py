@@ -172,12 +172,45 @@ class PowerConfig(Schema):
     sources: dict[str, str] = Field(default_factory=dict)
 
 
+Radix = integer(ge=2, le=1_000_000)
+PerUnit = integer(ge=0, le=1_000_000)
+
+
+class FabricConfig(Schema):
+    """The network's hardware, for its bill of materials (:mod:`simulator.capacity.bom`).
+
+    Scale-up: ``scaleup_switches_per_domain`` switches (NVSwitch chips or NVLink switch
+    trays) in each ``tiers[0]`` domain; their power is part of ``power.node_other_W``.
+    Scale-out: a folded-Clos (fat tree) of ``switch_radix``-port switches at ``port_Gbps``
+    per port, each GPU on ``tiers[1].bandwidth_GBps * 8 / port_Gbps`` ports; switch power
+    ``switch_power_W`` without optics; every scale-out link is optical, with a switch-side
+    transceiver of ``transceiver_ports`` ports at ``transceiver_power_W`` per switch end
+    and a NIC-side one of ``nic_transceiver_ports`` ports at ``nic_transceiver_power_W``.
+    Each field ``None``: unknown (the bill of materials says so; energy keeps
+    ``power.network_W_per_gpu``).
+    """
+
+    gpus_per_rack: GPUCount | None = None
+    scaleup_switch: str = ""
+    scaleup_switches_per_domain: PerUnit | None = None
+    switch: str = ""
+    switch_radix: Radix | None = None
+    port_Gbps: Rate | None = None
+    switch_power_W: NonNegative | None = None
+    transceiver_ports: GPUCount = 1
+    transceiver_power_W: NonNegative | None = None
+    nic_transceiver_ports: GPUCount = 1
+    nic_transceiver_power_W: NonNegative | None = None
+    sources: dict[str, str] = Field(default_factory=dict)
+
+
 class TopologyConfig(Schema):
     """A cluster: one GPU type and an ordered list of network tiers, innermost first.
 
     ``reliability``, ``storage`` and ``power`` describe the cluster over a whole run
     (variability, failures, checkpoint storage, energy); each defaults to "absent", which
-    leaves the one-step model exactly as it is.
+    leaves the one-step model exactly as it is. ``fabric`` (the network's switches and
+    optics) feeds only the bill of materials of ``clustersim capacity``.
     """
 
     name: str
@@ -187,6 +220,7 @@ class TopologyConfig(Schema):
     reliability: ReliabilityConfig = ReliabilityConfig()
     storage: StorageConfig = StorageConfig()
     power: PowerConfig = PowerConfig()
+    fabric: FabricConfig = FabricConfig()
 
     @check
     def _check(self) -> None:

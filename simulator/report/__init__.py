@@ -11,7 +11,7 @@ or SVG by the file's extension.
 * :func:`memory_figure` -- memory per GPU of each pipeline stage;
 * :func:`expert_load_figure` -- tokens per expert and per EP rank;
 * :func:`chrome_trace` / :func:`write_trace` -- Chrome / Perfetto trace JSON;
-* :mod:`simulator.report.gallery` -- the committed gallery under ``reports/``.
+* :mod:`simulator.studies.gallery` -- the committed gallery under ``reports/``.
 
 >>> from simulator.report import simulate_run, timeline_figure, save_figure
 >>> run = simulate_run("tiny", "dgx-h100")

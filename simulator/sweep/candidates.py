@@ -176,8 +176,9 @@ def _paired(pp: int, vp: int, schedules: tuple[str, ...]) -> list[str]:
 
 def shapes(w: Workload, t: TopologyConfig, gpus: int, micro_batch_sizes: tuple[int, ...],
            max_context: int = 16, schedules: tuple[str, ...] = DEFAULT_SCHEDULES,
-           shardings: tuple[str, ...] = ("",)) -> list[Shape]:
-    """Every shape the structural rules allow (see module docstring), in a fixed order."""
+           shardings: tuple[str, ...] = ("",), sp_only: bool = False) -> list[Shape]:
+    """Every shape the structural rules allow (see module docstring), in a fixed order.
+    ``sp_only``: every TP > 1 shape with sequence parallelism (none without)."""
     m = w.model
     out = []
     experts = divisors(m.moe.num_experts) if m.moe is not None else [1]
@@ -190,7 +191,8 @@ def shapes(w: Workload, t: TopologyConfig, gpus: int, micro_batch_sizes: tuple[i
                 for vp, sched in [(v, n) for v in vps for n in _paired(pp, v, schedules)]:
                     for ep in experts:
                         for mbs in micro_batch_sizes:
-                            for sp in ([True, False] if tp > 1 else [False]):
+                            for sp in ([True] if sp_only else [True, False]) if tp > 1 \
+                                    else [False]:
                                 out += [Shape(tp, pp, vp, cp, ep, dp, mbs, sp, sched, z)
                                         for z in shardings]
     return out

@@ -225,8 +225,10 @@ def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
                  max_simulations: int = 2000, schedules: str | Sequence[str] | None = None,
                  sharding: str | Sequence[str] | None = None,
                  executor: Executor | None = None, store: ResultStore | None = None,
-                 progress: bool | None = False) -> SearchResult:
-    """Rank every plan of ``workload`` on ``gpus`` GPUs of ``topology`` (module docstring)."""
+                 progress: bool | None = False, sp_only: bool = False) -> SearchResult:
+    """Rank every plan of ``workload`` on ``gpus`` GPUs of ``topology`` (module docstring).
+    ``sp_only``: TP > 1 plans only with sequence parallelism (the capacity planner's
+    narrower space, :mod:`simulator.capacity`)."""
     start = time.monotonic()
     if isinstance(workload, Workload):
         workload = workload.model_dump()
@@ -243,7 +245,8 @@ def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
         raise ConfigError("--gpus", gpus, f"must be between 1 and the topology's {t.max_gpus}")
     names = schedule_names(schedules)
     layouts = sharding_names(sharding)
-    found = shapes(w, t, gpus, tuple(micro_batch_sizes), max_context, names, layouts)
+    found = shapes(w, t, gpus, tuple(micro_batch_sizes), max_context, names, layouts,
+                   sp_only)
     if len(found) > MAX_SHAPES:
         raise ConfigError("--gpus", gpus, f"gives {len(found)} plan shapes, over the cap of "
                           f"{MAX_SHAPES}; narrow --micro-batch-sizes or --max-context")

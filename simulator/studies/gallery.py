@@ -2,7 +2,7 @@
 
 Regenerate everything with one command (about half a minute on a laptop)::
 
-    python -m simulator.report.gallery          # or: clustersim plot gallery
+    python -m simulator.studies.gallery          # or: clustersim plot gallery
 
 Each entry of :data:`GALLERY` names a file, a caption and a function that
 simulates what it needs and returns a figure. The README is written from the
@@ -23,14 +23,14 @@ import pandas as pd
 
 from ..config import load_workload
 from ..io import atomic_write
-from .breakdown import breakdown_figure
-from .expert_load import expert_load_figure_for
-from .figures import SimRun, close, plan_label, save_figure, simulate_run
-from .memory_plot import memory_figure_for
-from .scaling import scaling_figure
-from .timeline import timeline_figure
+from ..report.breakdown import breakdown_figure
+from ..report.expert_load import expert_load_figure_for
+from ..report.figures import SimRun, close, plan_label, save_figure, simulate_run
+from ..report.memory_plot import memory_figure_for
+from ..report.scaling import scaling_figure
+from ..report.timeline import timeline_figure
 
-COMMAND = "python -m simulator.report.gallery"
+COMMAND = "python -m simulator.studies.gallery"
 SMALL_BATCH = {"training.global_batch_size": 16}  # 8 micro-batches: readable timelines
 ONE_F_ONE_B = {"parallelism.pipeline_schedule": "1f1b", "parallelism.virtual_pipeline": None}
 UNIFORM = {"model.moe.router_load": "uniform"}
@@ -47,6 +47,7 @@ class Entry:
     caption: str
     build: Callable[[list[SimRun]], Any]
     runs: list[SimRun] = field(default_factory=list)
+    text: Callable[[], list[str]] | None = None  # extra README lines, after build
 
 
 def _runs(log: list[SimRun], specs: list[tuple[str, str, dict, str]]) -> list[SimRun]:
@@ -114,6 +115,36 @@ FP8_405B = {"parallelism.tensor": 4, "parallelism.pipeline": 16, "parallelism.da
             "training.cross_entropy_loss_fusion": True,
             "training.cross_entropy_fusion_impl": "te"}
 GB300_PLAN = {"parallelism.pipeline": 8, "parallelism.data": 8}
+
+
+class _Capacity:
+    """``clustersim capacity`` on the issue-32 grid: the figure, then its frontier table."""
+
+    def __init__(self) -> None:
+        self.df: Any = None
+        self.ARGS = {"prices": {"dgx-h100": 2.5, "gb200-nvl72": 4.0}, "deadline_days": 30.0,
+                     "budget_usd": 2.0e6}
+
+    def __call__(self, log: list[SimRun]):
+        from ..capacity import capacity
+        from ..report.capacity_plot import capacity_figure
+
+        self.df = capacity("llama3-70b", 2e12, ["dgx-h100", "gb200-nvl72"],
+                           [256, 1024, 4096], **self.ARGS)
+        return capacity_figure(self.df, self.ARGS["deadline_days"], self.ARGS["budget_usd"],
+                               "Llama 3 70B on 2T tokens: days against cost, "
+                               "USD 2.5 / 4.0 per GPU-hour")
+
+    def text(self) -> list[str]:
+        from ..report.capacity_plot import frontier_table
+
+        return ["The frontier (`clustersim capacity llama3-70b --tokens 2e12 --topology "
+                "dgx-h100,gb200-nvl72 --gpus 256,1024,4096 --price dgx-h100=2.5,"
+                "gb200-nvl72=4.0 --deadline-days 30 --budget 2e6`):", "",
+                *frontier_table(self.df), "", self.df.attrs["summary"] + "."]
+
+
+_CAPACITY = _Capacity()
 
 GALLERY: list[Entry] = [
     Entry("breakdown-llama3-405b-h100-vs-gb200.png", "Llama 3 405B: DGX H100 vs GB200 NVL72",
@@ -196,6 +227,12 @@ GALLERY: list[Entry] = [
     Entry("expert-load-mixtral-8x7b-skewed.png", "Expert load: skewed router",
           "Skewed router (sigma 1) with a capacity factor of 1.25: overflow is dropped.",
           _expert("mixtral-8x7b", {**SKEWED, "model.moe.capacity_factor": 1.25})),
+    Entry("capacity-llama3-70b.png", "Capacity: days against cost, H100 vs GB200",
+          "Llama 3 70B on 2T tokens, the fastest fitting plan on 256, 1,024 and 4,096 GPUs of "
+          "DGX H100 and GB200 NVL72, each with its time-to-train (failures, checkpoints) and "
+          "cost at the given price per GPU-hour; the staircase is the cost-time frontier, the "
+          "dashed lines a 30-day deadline and a USD 2M budget (`clustersim capacity`, "
+          "docs/capacity.md).", _CAPACITY, text=_CAPACITY.text),
 ]
 
 NOT_SHOWN = [
@@ -242,6 +279,8 @@ def readme(entries: list[Entry], others: list[str] | None = None) -> str:
         lines += [f"## {e.title}", "", e.caption, "", f"![{e.title}](figures/{e.name})", ""]
         if e.runs:
             lines += [*_numbers(e.runs), ""]
+        if e.text is not None:
+            lines += [*e.text(), ""]
     lines += ["## Not shown", ""] + [f"- {n}" for n in NOT_SHOWN] + [""]
     if others:
         lines += ["## Other reports in this folder", "",
