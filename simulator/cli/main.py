@@ -50,6 +50,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
                     "GPU and network constant (would a faster fabric help this plan?)"),
     "time-to-train": ("simulator.cli.time_to_train", "Days, GPU-hours, interruptions, goodput, "
                       "energy and cost to train on N tokens."),
+    "calibrate": ("simulator.cli.calibrate", "fit a topology's constants to your measurements "
+                  "(nccl-tests, kernel timings, profiler traces, step times / logs) and write a "
+                  "calibrated topology"),
+    "bench-kernels": ("simulator.cli.bench_kernels", "time GEMM and attention kernels on this "
+                      "GPU with torch and write the CSV `clustersim calibrate` reads"),
 }
 
 
