@@ -39,7 +39,32 @@ def _tier_name(cal: Calibration, path: str) -> str:
     return f"{parts[1]} ({tier.get('name', '')}, {tier.get('size')} GPUs)"
 
 
-def constants(cal: Calibration) -> list[dict[str, Any]]:
+GPU_CANDIDATES = ("gemm_efficiency", "fp8_gemm_efficiency", "gemm_half_dim",
+                  "attention_efficiency", "kernel_overhead_us")
+TIER_CANDIDATES = ("efficiency", "latency_us", "half_bandwidth_MB", "curve_exponent")
+
+
+def unmeasured(cal: Calibration) -> list[dict[str, Any]]:
+    """Constants no measurement touched: kept, with what would identify them."""
+    from .problems import value
+
+    tried = {p for s in cal.stages for p in s.values}
+    paths = [f"gpu.{f}" for f in GPU_CANDIDATES] + [
+        f"tiers.{i}.{f}" for i in range(len(cal.base_doc["tiers"])) for f in TIER_CANDIDATES]
+    rows = []
+    for path in paths:
+        if path in tried:
+            continue
+        v = value(cal.base_doc, path)
+        rows.append({"constant": path, "stage": "-", "base": v, "value": v,
+                     "identified": False, "at_bound": False, "relative_se": None,
+                     "would_identify": WOULD_IDENTIFY[path.rsplit(".", 1)[1]].format(
+                         tier=_tier_name(cal, path))})
+    return rows
+
+
+def constants(cal: Calibration, everything: bool = False) -> list[dict[str, Any]]:
+    """One row per fitted constant (``everything``: also the constants nothing measured)."""
     rows = []
     for path in sorted({p for s in cal.stages for p in s.values}):
         st = cal.stage_of(path)
@@ -53,7 +78,7 @@ def constants(cal: Calibration) -> list[dict[str, Any]]:
             "would_identify": None if ident else
             WOULD_IDENTIFY.get(field, "more measurements").format(tier=_tier_name(cal, path)),
         })
-    return rows
+    return rows + (unmeasured(cal) if everything else [])
 
 
 def as_dict(cal: Calibration) -> dict[str, Any]:
@@ -68,7 +93,7 @@ def as_dict(cal: Calibration) -> dict[str, Any]:
             "points": [{"where": p.where, "residual": r, "loo_error": loo.get(i)}
                        for i, (p, r) in enumerate(zip(pts, st.residuals, strict=True))]})
     return {"base": cal.base_name, "date": cal.date, "files": cal.measurements.files,
-            "constants": constants(cal), "stages": stages, "traces": cal.traces,
+            "constants": constants(cal, everything=True), "stages": stages, "traces": cal.traces,
             "intervals": cal.intervals}
 
 
@@ -85,7 +110,8 @@ def markdown(cal: Calibration) -> str:
            "|---|---|---|---|---|---|---|"]
     for c in d["constants"]:
         se = "-" if c["relative_se"] is None else f"{c['relative_se'] * 100:.1f} %"
-        flag = "yes" + (" (at bound)" if c["at_bound"] else "") if c["identified"] else "no"
+        flag = "yes" + (" (at bound)" if c["at_bound"] else "") if c["identified"] else (
+            "not measured" if c["stage"] == "-" else "no")
         val = f"{c['value']:.4g}" if c["identified"] else f"{c['base']:.4g} (kept)"
         out.append(f"| `{c['constant']}` | {c['stage']} | {c['base']:.4g} | {val} | {flag} "
                    f"| {se} | {c['would_identify'] or ''} |")
