@@ -52,18 +52,19 @@ class Calibration:
         return (hit or tried or [None])[-1]
 
 
-def set_path(doc: dict, path: str, x: float) -> None:
+def set_path(doc: dict, path: str, x: float, rounded: bool = False) -> None:
     node: Any = doc
     parts = path.split(".")
     for part in parts[:-1]:
         node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
-    node[parts[-1]] = float(f"{x:.4g}")
+    node[parts[-1]] = float(f"{x:.4g}") if rounded else float(x)
 
 
-def with_values(doc: dict, values: dict[str, float]) -> dict:
+def with_values(doc: dict, values: dict[str, float], rounded: bool = False) -> dict:
+    """``doc`` with the constants of ``values``; ``rounded``: 4 significant digits, as written."""
     out = copy.deepcopy(doc)
     for k, v in values.items():
-        set_path(out, k, v)
+        set_path(out, k, v, rounded)
     return out
 
 
@@ -95,7 +96,7 @@ def calibrate(base: str | Path | dict, files: list[str | Path], date: str | None
         stages.append(_stage(prob, base_doc, values, loo, iterations=12, loo_iterations=3))
     for st in stages:
         by_stage[st.stage] = sorted({w.split(":")[0] for w in _wheres(ms, st.stage)})
-    doc = with_values(base_doc, values)
+    doc = with_values(base_doc, values, rounded=True)
     cal = Calibration(base_name=str(base_doc.get("name", source)), base_doc=base_doc, doc=doc,
                       stages=stages, measurements=ms, files_by_stage=by_stage,
                       date=date or _dt.date.today().isoformat())

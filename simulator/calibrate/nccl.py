@@ -33,8 +33,7 @@ REQUIRED = ("size", "time", "algbw", "busbw")
 
 def looks_like(text: str) -> bool:
     """True when the text holds an nccl-tests table header."""
-    return bool(re.search(r"^\s*#?\s*size\s+count\s+type\b.*\bbusbw\b", text, re.M)) or \
-        ("nThread" in text and "busbw" in text)
+    return bool(re.search(r"^\s*#?\s*size\s+count\b", text, re.M)) or "# nThread" in text
 
 
 def parse(path: str | Path, text: str) -> list[CollectivePoint]:

@@ -119,7 +119,7 @@ def parse_log(path: Path, text: str, base: Any) -> StepRun:
     if len(times) <= skip:
         raise ConfigError("log", name, f"{len(times)} logged steps, not more than skip "
                           f"({skip})", source=f"{name}:1")
-    step_values = [t for t, _ in times[skip:]]
+    step_values = [t for t, _, _ in times[skip:]]
     step = statistics.median(step_values)
     from ..api import resolve
 
