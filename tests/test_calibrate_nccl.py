@@ -78,3 +78,21 @@ def test_bad_tables_name_the_file_and_line(tmp_path):
     junk.write_text("hello\nworld\n")
     with pytest.raises(ConfigError, match=r"junk.txt:1: .*unknown format"):
         read_one(junk, {})
+
+
+def test_a_fit_never_leaves_the_physical_bounds(tmp_path):
+    """Measurements faster than the base tier's line rate allows: the efficiency stops at 1
+    and the report says it sits at its bound, instead of a silent 1.2."""
+    import copy
+
+    from simulator.calibrate import report
+    from simulator.config.loader import read_document
+
+    fast = copy.deepcopy(read_document("dgx-h100", "topologies")[0])
+    fast["tiers"][1]["bandwidth_GBps"] *= 1.5
+    p = tmp_path / "all_reduce_perf.txt"
+    p.write_text(synthetic.nccl_table(fast, "all_reduce", 16, 8))
+    cal = calibrate("dgx-h100", [p], loo=False, compare=False)
+    row = next(r for r in report.constants(cal) if r["constant"] == "tiers.1.efficiency")
+    assert row["value"] == pytest.approx(1.0) and row["at_bound"]
+    assert "(at bound)" in report.markdown(cal)
