@@ -53,18 +53,16 @@ def test_one_run_cannot_identify_two_constants(base, tmp_path):
     assert kept and all(st.values[p] == st.base[p] for p in kept)
 
 
-MEGATRON = """\
------------------------- arguments ------------------------
-  global_batch_size ............................... 128
-  micro_batch_size ................................ 1
-  tensor_model_parallel_size ...................... {tp}
--------------------- end of arguments ---------------------
- [2026-01-01 10:00:00] iteration        1/     100 | consumed samples:          128 | elapsed time per iteration (ms): 30000.0 | global batch size:   128 |
- [2026-01-01 10:00:14] iteration        2/     100 | consumed samples:          256 | elapsed time per iteration (ms): 14200.0 | global batch size:   128 |
- [2026-01-01 10:00:28] iteration        3/     100 | consumed samples:          384 | elapsed time per iteration (ms): 14100.0 | global batch size:   128 |
- [2026-01-01 10:00:42] iteration        4/     100 | consumed samples:          512 | elapsed time per iteration (ms): 14000.0 | global batch size:   128 |
- [2026-01-01 10:00:56] iteration        5/     100 | consumed samples:          640 | elapsed time per iteration (ms): 14300.0 | global batch size:   128 |
-"""
+ITERATION = (" [2026-01-01 10:00:{i:02d}] iteration {i:8d}/     100 | consumed samples: "
+             "{n:12d} | elapsed time per iteration (ms): {ms:.1f} | global batch size:   128 |")
+MEGATRON = "\n".join([
+    "------------------------ arguments ------------------------",
+    "  global_batch_size ............................... 128",
+    "  micro_batch_size ................................ 1",
+    "  tensor_model_parallel_size ...................... {tp}",
+    "-------------------- end of arguments ---------------------",
+    *(ITERATION.format(i=i, n=128 * i, ms=ms) for i, ms in
+      enumerate([30000.0, 14200.0, 14100.0, 14000.0, 14300.0], start=1))]) + "\n"
 
 
 def test_megatron_log_with_its_run_beside_it(base, tmp_path):

@@ -31,7 +31,8 @@ def test_h200_is_dgx_h100_with_hbm3e():
                          [("mi300x", 1307.4, 192, 5.3, 64), ("mi355x", 2516.6, 288, 8.0, 76.8)])
 def test_amd_datasheet_constants(name, bf16, hbm, tb_s, link):
     t = load_topology(name)
-    assert t.gpu.peak_tflops.bf16 == bf16 and t.gpu.peak_tflops.fp8 == pytest.approx(2 * bf16, rel=1e-3)
+    assert t.gpu.peak_tflops.bf16 == bf16
+    assert t.gpu.peak_tflops.fp8 == pytest.approx(2 * bf16, rel=1e-3)
     assert (t.gpu.hbm_GB, t.gpu.hbm_bandwidth_TBps) == (hbm, tb_s)
     mesh = t.tiers[0]
     assert mesh.size == 8 and mesh.bandwidth_GBps == pytest.approx(7 * link)  # 7 links
