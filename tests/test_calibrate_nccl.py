@@ -96,3 +96,15 @@ def test_a_fit_never_leaves_the_physical_bounds(tmp_path):
     row = next(r for r in report.constants(cal) if r["constant"] == "tiers.1.efficiency")
     assert row["value"] == pytest.approx(1.0) and row["at_bound"]
     assert "(at bound)" in report.markdown(cal)
+
+
+def test_cli_bad_measurement_is_one_line_exit_2_nothing_written(tmp_path, capsys):
+    from simulator.cli.main import main as cli
+
+    junk = tmp_path / "notes.txt"
+    junk.write_text("iteration went fine\n")
+    out = tmp_path / "mine.yaml"
+    assert cli(["calibrate", "dgx-h100", "-m", str(junk), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "notes.txt:1" in err and "unknown format" in err
+    assert not out.exists()
