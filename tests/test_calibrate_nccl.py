@@ -89,11 +89,11 @@ def test_a_fit_never_leaves_the_physical_bounds(tmp_path):
     from simulator.config.loader import read_document
 
     fast = copy.deepcopy(read_document("dgx-h100", "topologies")[0])
-    fast["tiers"][1]["bandwidth_GBps"] *= 1.5
-    p = tmp_path / "all_reduce_perf.txt"
-    p.write_text(synthetic.nccl_table(fast, "all_reduce", 16, 8))
+    fast["tiers"][0]["bandwidth_GBps"] *= 1.5  # wants efficiency 0.822 x 1.5 = 1.23
+    p = tmp_path / "all_gather_perf.txt"
+    p.write_text(synthetic.nccl_table(fast, "all_gather", 8, 8))
     cal = calibrate("dgx-h100", [p], loo=False, compare=False)
-    row = next(r for r in report.constants(cal) if r["constant"] == "tiers.1.efficiency")
+    row = next(r for r in report.constants(cal) if r["constant"] == "tiers.0.efficiency")
     assert row["value"] == pytest.approx(1.0) and row["at_bound"]
     assert "(at bound)" in report.markdown(cal)
 

@@ -69,12 +69,14 @@ def with_values(doc: dict, values: dict[str, float], rounded: bool = False) -> d
 
 
 def calibrate(base: str | Path | dict, files: list[str | Path], date: str | None = None,
-              loo: bool = True, compare: bool = True, min_bytes: float = 0.0) -> Calibration:
+              loo: bool = True, compare: bool = True, min_bytes: float = 0.0,
+              hold: tuple[str, ...] = ()) -> Calibration:
     """Fit ``base`` to ``files``; returns the calibration (write it with :mod:`.write`).
 
     ``min_bytes``: nccl-tests rows below this size are not fitted (NCCL's LL / LL128
     protocols below a few MiB are outside the alpha-beta + saturation-curve model when a
-    system switches protocol abruptly)."""
+    system switches protocol abruptly). ``hold``: constants (dotted paths, or a prefix such
+    as ``tiers.0``) kept at their base values, e.g. a tier already calibrated on other data."""
     base_doc, _, source = read_document(base, "topologies")
     base_doc = copy.deepcopy(base_doc)
     topo = Topology.from_config(load_topology(base_doc))
@@ -88,11 +90,12 @@ def calibrate(base: str | Path | dict, files: list[str | Path], date: str | None
         problems.append(kernel_problem(topo, ms.gemms, ms.attention))
     if ms.collectives:
         problems.append(network_problem(topo, base_doc, ms.collectives))
+    problems = [_held(p, hold) for p in problems]
     for prob in problems:
         stages.append(_stage(prob, base_doc, values, loo, iterations=40, loo_iterations=8))
     if ms.runs:
-        prob = step_problem(lambda v: with_values(base_doc, {**values, **v}), ms.runs,
-                            _step_params(ms.runs, base_doc))
+        prob = _held(step_problem(lambda v: with_values(base_doc, {**values, **v}), ms.runs,
+                                  _step_params(ms.runs, base_doc)), hold)
         stages.append(_stage(prob, base_doc, values, loo, iterations=12, loo_iterations=3))
     for st in stages:
         by_stage[st.stage] = sorted({w.split(":")[0] for w in _wheres(ms, st.stage)})
@@ -116,6 +119,12 @@ def _stage(prob: Problem, base_doc: dict, values: dict[str, float], loo: bool,
                    loo_iterations=loo_iterations, loo=loo)
     values.update({p: v for p, v in st.values.items() if st.identified[p]})
     return st
+
+
+def _held(prob: Problem, hold: tuple[str, ...]) -> Problem:
+    """``prob`` without the constants ``hold`` names (a path or a prefix ending at a dot)."""
+    keep = [p for p in prob.params if not any(p == h or p.startswith(h + ".") for h in hold)]
+    return Problem(prob.stage, prob.points, keep, prob.predict)
 
 
 def _step_params(runs: list[StepRun], base_doc: dict) -> list[str]:

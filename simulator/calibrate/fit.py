@@ -19,6 +19,7 @@ from . import lsq
 from .problems import Problem
 
 LOO_MAX = 48
+REJECT = 0.25  # fixing a constant at its base may worsen the RMS error by this much
 
 
 @dataclass
@@ -35,6 +36,7 @@ class StageFit:
     loo: list[float] = field(default_factory=list)  # pred / measured - 1, left out
     loo_index: list[int] = field(default_factory=list)
     n: int = 0
+    weak: dict[str, bool] = field(default_factory=dict)  # identified only jointly
 
     @property
     def loo_rms(self) -> float:
@@ -55,41 +57,64 @@ def _objective(problem: Problem, names: list[str], fixed: dict[str, float],
     return f
 
 
+def _solve(problem: Problem, free: list[str], values: dict[str, float],
+           bounds: dict[str, tuple[float, float]], measured: np.ndarray, iterations: int
+           ) -> tuple[dict[str, float], dict[str, float], float]:
+    """Fit ``free`` with the other constants at ``values``: (values, log s.e., RMS log error)."""
+    fixed = {p: values[p] for p in problem.params if p not in free}
+    if not free:
+        r = np.log(problem.predict(fixed) / measured)
+        return dict(values), {}, float(np.sqrt(np.mean(r * r)))
+    lo = np.log([bounds[p][0] for p in free])
+    hi = np.log([bounds[p][1] for p in free])
+    f = _objective(problem, free, fixed, measured, np.ones(measured.size, bool))
+    res = lsq.solve(f, np.log([values[p] for p in free]), lo, hi, iterations)
+    ses = lsq.log_standard_errors(res.jac, res.residuals)
+    rms = float(np.sqrt(np.mean(res.residuals ** 2)))
+    return ({**values, **dict(zip(free, np.exp(res.x).tolist(), strict=True))},
+            dict(zip(free, ses.tolist(), strict=True)), rms)
+
+
 def fit_stage(problem: Problem, start: dict[str, float], base: dict[str, float],
               bounds: dict[str, tuple[float, float]], iterations: int = 40,
               loo_iterations: int = 8, loo: bool = True) -> StageFit:
-    """Fit ``problem.params`` from ``start``; unidentified ones return to ``base``."""
+    """Fit ``problem.params`` from ``start``; unidentified ones return to ``base``.
+
+    The constant with the largest standard error above :data:`.lsq.MAX_LOG_SE` is tried at
+    its base value (the rest refitted); if that worsens the RMS error by more than
+    :data:`REJECT` (relative) the data reject the base value and the constant stays fitted,
+    *weakly identified* (a correlated group the data pin down together); else it stays at
+    its base value, unidentified, and the next one is tried.
+    """
     measured = problem.measured
-    everything = np.ones(measured.size, bool)
     free = list(problem.params)
-    values = {p: start[p] for p in problem.params}
-    se = dict.fromkeys(problem.params, math.inf)
+    values, se, rms = _solve(problem, free, {p: start[p] for p in problem.params}, bounds,
+                             measured, iterations)
+    weak: set[str] = set()
     while True:
-        fixed = {p: values[p] for p in problem.params if p not in free}
-        if not free:
-            break
-        lo = np.log([bounds[p][0] for p in free])
-        hi = np.log([bounds[p][1] for p in free])
-        f = _objective(problem, free, fixed, measured, everything)
-        res = lsq.solve(f, np.log([values[p] for p in free]), lo, hi, iterations)
-        ses = lsq.log_standard_errors(res.jac, res.residuals)
-        values.update(dict(zip(free, np.exp(res.x).tolist(), strict=True)))
-        se.update(dict(zip(free, ses.tolist(), strict=True)))
-        bad = [p for p, s in zip(free, ses, strict=True) if not s < lsq.MAX_LOG_SE]
+        bad = [p for p in free if p not in weak and not se[p] < lsq.MAX_LOG_SE]
         if not bad:
             break
-        worst = max(bad, key=lambda p: se[p])  # one at a time: a pair shares its variance
-        values[worst] = base[worst]
-        free.remove(worst)
+        worst = max(bad, key=lambda p: se[p])
+        trial = [p for p in free if p != worst]
+        t_values, t_se, t_rms = _solve(problem, trial, {**values, worst: base[worst]}, bounds,
+                                       measured, iterations)
+        if t_rms > rms * (1 + REJECT) + 1e-3:
+            weak.add(worst)
+            continue
+        free, values, rms = trial, t_values, t_rms
+        se = {**t_se, worst: math.inf}
     pred = problem.predict(values)
     out = StageFit(stage=problem.stage, values=values, base=dict(base),
                    identified={p: p in free for p in problem.params},
-                   log_se={p: se[p] if p in free else math.inf for p in problem.params},
+                   log_se={p: se.get(p, math.inf) if p in free else math.inf
+                           for p in problem.params},
                    at_bound={p: p in free and (math.isclose(values[p], bounds[p][0], rel_tol=1e-6)
                                                or math.isclose(values[p], bounds[p][1],
                                                                rel_tol=1e-6))
                              for p in problem.params},
-                   residuals=(pred / measured - 1).tolist(), n=int(measured.size))
+                   residuals=(pred / measured - 1).tolist(), n=int(measured.size),
+                   weak={p: p in weak for p in problem.params})
     if loo and free and measured.size > len(free):
         _leave_one_out(out, problem, free, bounds, measured, loo_iterations)
     return out

@@ -7,7 +7,7 @@ pinned at a bound with its gradient pointing outward leaves the active set (a pr
 Gauss-Newton variant, Bertsekas 1982). Deterministic: no random starts.
 
 Identification: with ``J`` the Jacobian ``d r_i / d log p_j`` at the optimum and ``s`` the
-residual standard deviation (floored at 1 %), the covariance of ``log p`` is
+residual standard deviation (floored at 1 %, capped at 5 %), the covariance of ``log p`` is
 ``s^2 (J^T J)^-1`` (Gauss-Newton / Fisher approximation); a constant is *identified* when
 some measurement moves by at least :data:`MIN_SENSITIVITY` per unit log change of it and its
 standard error is below :data:`MAX_LOG_SE` (10 % relative).
@@ -23,6 +23,7 @@ import numpy as np
 MIN_SENSITIVITY = 0.02
 MAX_LOG_SE = 0.1
 SIGMA_FLOOR = 0.01
+SIGMA_CAP = 0.05
 STEP = 1e-4  # forward-difference step in log p
 
 
@@ -85,7 +86,9 @@ def log_standard_errors(jac: np.ndarray, residuals: np.ndarray) -> np.ndarray:
     """Standard error of each log parameter, ``inf`` where J^T J is singular in it."""
     n, p = jac.shape
     dof = max(n - p, 1)
-    sigma = max(float(np.sqrt(residuals @ residuals / dof)), SIGMA_FLOOR)
+    # the residual spread, floored (noise-free data) and capped (a misfit the model cannot
+    # follow, such as a protocol switch, must not un-identify every constant)
+    sigma = min(max(float(np.sqrt(residuals @ residuals / dof)), SIGMA_FLOOR), SIGMA_CAP)
     a = jac.T @ jac
     ridge = 1e-9 * max(float(np.trace(a)), 1e-30)  # collinear columns: huge variance
     try:

@@ -74,6 +74,7 @@ def constants(cal: Calibration, everything: bool = False) -> list[dict[str, Any]
         rows.append({
             "constant": path, "stage": st.stage, "base": st.base[path],
             "value": st.values[path], "identified": ident, "at_bound": st.at_bound[path],
+            "weak": bool(st.weak.get(path)),
             "relative_se": None if not math.isfinite(se) else math.expm1(se),
             "would_identify": None if ident else
             WOULD_IDENTIFY.get(field, "more measurements").format(tier=_tier_name(cal, path)),
@@ -110,7 +111,8 @@ def markdown(cal: Calibration) -> str:
            "|---|---|---|---|---|---|---|"]
     for c in d["constants"]:
         se = "-" if c["relative_se"] is None else f"{c['relative_se'] * 100:.1f} %"
-        flag = "yes" + (" (at bound)" if c["at_bound"] else "") if c["identified"] else (
+        flag = ("weakly" if c.get("weak") else "yes") + (
+            " (at bound)" if c["at_bound"] else "") if c["identified"] else (
             "not measured" if c["stage"] == "-" else "no")
         val = f"{c['value']:.4g}" if c["identified"] else f"{c['base']:.4g} (kept)"
         out.append(f"| `{c['constant']}` | {c['stage']} | {c['base']:.4g} | {val} | {flag} "

@@ -26,6 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "traced vs simulated time per op kind, intervals")
     p.add_argument("--min-bytes", type=float, default=0.0, metavar="B",
                    help="ignore nccl-tests rows smaller than B bytes (default 0: all)")
+    p.add_argument("--hold", nargs="+", default=[], metavar="CONSTANT",
+                   help="keep these constants at the base values (dotted path or a prefix "
+                        "such as tiers.0), e.g. a tier calibrated on other data")
     p.add_argument("--date", default=None, help="date written into the sources "
                    "(default: today, ISO 8601)")
 
@@ -41,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if args.min_bytes < 0 or args.min_bytes != args.min_bytes:
         raise ConfigError("--min-bytes", args.min_bytes, "must be a number >= 0")
     cal = calibrate(args.topology, args.measurements, date=args.date,
-                    min_bytes=args.min_bytes)
+                    min_bytes=args.min_bytes, hold=tuple(args.hold))
     write.write(cal, out)
     print(f"wrote {out}", file=sys.stderr)
     if args.report:
