@@ -84,7 +84,9 @@ def test_identified_constants_come_back_within_3_percent(setup):
 
 def test_a_new_plan_on_the_calibrated_file_matches_the_truth(setup):
     _, base, truth, _, cal = setup
-    for workload, sets in [("llama3-8b", {}), ("llama3-70b", {})]:
+    # 512 GPUs: the spine tier, which no measurement spans, follows the leaf's NIC fit
+    for workload, sets in [("llama3-8b", {}), ("llama3-70b", {}),
+                           ("llama3-70b", {"parallelism.data": 16})]:
         want = simulate(workload, truth, overrides=sets).step_time_s
         got = simulate(workload, cal.doc, overrides=sets).step_time_s
         assert got == pytest.approx(want, rel=TOL)
@@ -109,11 +111,14 @@ def test_cli_writes_a_sourced_topology_and_reports(setup, tmp_path):
     assert src.startswith("fitted by clustersim calibrate on 28 measurements from kernels.csv "
                           "on 2026-12-02, leave-one-out error") and "\n" not in src
     assert "fitted by clustersim calibrate" in doc["tiers"][1]["sources"]["efficiency"]
-    assert doc["tiers"][2]["sources"]["efficiency"].startswith("same NICs")  # unmeasured
+    assert doc["tiers"][2]["sources"]["efficiency"].startswith(  # no measurement spans it
+        "carried by clustersim calibrate on 2026-12-02 from tiers.1.efficiency")
+    assert doc["tiers"][2]["sources"]["latency_us"].startswith("assumption")
     assert doc["calibration"]["status"] == "calibrated"
     assert load_topology(out).name == "mine"
     text = md.read_text()
-    assert "| `tiers.2.efficiency` | - | 0.94 | 0.94 (kept) | not measured |" in text
+    assert "| `tiers.2.efficiency` | carried | 0.94 | 0.658 | carried from " in text
+    assert "| `tiers.2.latency_us` | - | 9 | 9 (kept) | not measured |" in text
     assert "leave-one-out" in text.lower()
     assert "Intervals the calibrated file gives" in text
     data = json.loads(js.read_text())

@@ -44,6 +44,7 @@ class Calibration:
     date: str
     traces: list[dict] = field(default_factory=list)
     intervals: list[dict] = field(default_factory=list)
+    carried: dict[str, str] = field(default_factory=dict)  # constant -> the one it follows
 
     def stage_of(self, path: str) -> StageFit | None:
         """The last stage that fitted ``path`` and identified it (else the last that tried)."""
@@ -99,10 +100,11 @@ def calibrate(base: str | Path | dict, files: list[str | Path], date: str | None
         stages.append(_stage(prob, base_doc, values, loo, iterations=12, loo_iterations=3))
     for st in stages:
         by_stage[st.stage] = sorted({w.split(":")[0] for w in _wheres(ms, st.stage)})
+    carried = carry_same_nic(base_doc, values)
     doc = with_values(base_doc, values, rounded=True)
     cal = Calibration(base_name=str(base_doc.get("name", source)), base_doc=base_doc, doc=doc,
                       stages=stages, measurements=ms, files_by_stage=by_stage,
-                      date=date or _dt.date.today().isoformat())
+                      date=date or _dt.date.today().isoformat(), carried=carried)
     if compare:
         from .compare import intervals, trace_rows
 
@@ -119,6 +121,31 @@ def _stage(prob: Problem, base_doc: dict, values: dict[str, float], loo: bool,
                    loo_iterations=loo_iterations, loo=loo)
     values.update({p: v for p, v in st.values.items() if st.identified[p]})
     return st
+
+
+def carry_same_nic(base_doc: dict, values: dict[str, float]) -> dict[str, str]:
+    """Scale-out tiers no measurement spans follow a fitted inner tier on the same NIC.
+
+    An outer tier whose per-GPU line rate equals a fitted inner scale-out tier's is the same
+    NIC crossing more switches (dgx-h100: "same NIC as the leaf tier"), so its ring and
+    all-to-all efficiencies take that tier's fitted / base ratio (never above 1). Returns
+    the carried constants and the one each follows; ``values`` gains them."""
+    tiers = base_doc["tiers"]
+    carried: dict[str, str] = {}
+    for j in range(2, len(tiers)):
+        for name in ("efficiency", "alltoall_efficiency"):
+            target = f"tiers.{j}.{name}"
+            if target in values:
+                continue
+            for i in range(j - 1, 0, -1):
+                src = f"tiers.{i}.{name}"
+                if src in values and src not in carried and \
+                        tiers[i]["bandwidth_GBps"] == tiers[j]["bandwidth_GBps"]:
+                    ratio = values[src] / value(base_doc, src)
+                    values[target] = min(1.0, value(base_doc, target) * ratio)
+                    carried[target] = src
+                    break
+    return carried
 
 
 def _held(prob: Problem, hold: tuple[str, ...]) -> Problem:

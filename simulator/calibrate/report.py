@@ -56,8 +56,10 @@ def unmeasured(cal: Calibration) -> list[dict[str, Any]]:
         if path in tried:
             continue
         v = value(cal.base_doc, path)
-        rows.append({"constant": path, "stage": "-", "base": v, "value": v,
-                     "identified": False, "at_bound": False, "relative_se": None,
+        carried = cal.carried.get(path)
+        rows.append({"constant": path, "stage": "carried" if carried else "-", "base": v,
+                     "value": value(cal.doc, path), "identified": False, "at_bound": False,
+                     "relative_se": None, "carried_from": carried,
                      "would_identify": WOULD_IDENTIFY[path.rsplit(".", 1)[1]].format(
                          tier=_tier_name(cal, path))})
     return rows
@@ -115,6 +117,8 @@ def markdown(cal: Calibration) -> str:
             " (at bound)" if c["at_bound"] else "") if c["identified"] else (
             "not measured" if c["stage"] == "-" else "no")
         val = f"{c['value']:.4g}" if c["identified"] else f"{c['base']:.4g} (kept)"
+        if c.get("carried_from"):
+            flag, val = f"carried from `{c['carried_from']}`", f"{c['value']:.4g}"
         out.append(f"| `{c['constant']}` | {c['stage']} | {c['base']:.4g} | {val} | {flag} "
                    f"| {se} | {c['would_identify'] or ''} |")
     for st in d["stages"]:

@@ -40,6 +40,12 @@ def document(cal: Calibration, name: str) -> dict:
         for part in head.split("."):
             node = node[int(part)] if isinstance(node, list) else node[part]
         node.setdefault("sources", {})[field] = line
+    for path, src in cal.carried.items():
+        _, i, field = path.split(".")
+        doc["tiers"][int(i)].setdefault("sources", {})[field] = (
+            f"carried by clustersim calibrate on {cal.date} from {src} (same per-GPU line "
+            f"rate, the same NIC; no measurement spans this tier): its fitted / base ratio "
+            f"applied to the base {_base(cal, path):.4g}")
     doc["name"] = name
     doc["description"] = f"{cal.base_name} calibrated on {cal.date}: " + \
         str(cal.base_doc.get("description", "")).strip()
@@ -59,6 +65,12 @@ def document(cal: Calibration, name: str) -> dict:
             f"kept from {cal.base_name}: no step time among the measurements"},
     }
     return doc
+
+
+def _base(cal: Calibration, path: str) -> float:
+    from .problems import value
+
+    return value(cal.base_doc, path)
 
 
 def write(cal: Calibration, out: str | Path) -> Path:
