@@ -108,3 +108,23 @@ def test_cli_bad_measurement_is_one_line_exit_2_nothing_written(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "notes.txt:1" in err and "unknown format" in err
     assert not out.exists()
+
+
+def test_one_gpu_per_node_groups_are_placed_with_their_stride(tmp_path):
+    """4 ranks on 4 nodes (one GPU each): the group crosses the leaf tier with one NIC per
+    node; a fabric 30 % slower than the base is recovered from that table alone."""
+    import copy
+
+    from simulator.config.loader import read_document
+
+    base = copy.deepcopy(read_document("dgx-h100", "topologies")[0])
+    slow = copy.deepcopy(base)
+    slow["tiers"][1]["bandwidth_GBps"] *= 0.7
+    p = tmp_path / "all_reduce_perf_4nodes.txt"
+    p.write_text(synthetic.nccl_table(slow, "all_reduce", 4, 1))
+    pts = nccl.parse(p, p.read_text())
+    assert {(q.ranks, q.local) for q in pts} == {(4, 1)}
+    st = calibrate(base, [p], loo=False, compare=False).stages[0]
+    assert st.identified["tiers.1.efficiency"]
+    assert st.values["tiers.1.efficiency"] == pytest.approx(0.7 * 0.94, rel=0.01)
+    assert "tiers.0.efficiency" not in st.values  # no two ranks share a node
