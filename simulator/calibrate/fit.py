@@ -104,6 +104,7 @@ def fit_stage(problem: Problem, start: dict[str, float], base: dict[str, float],
             continue
         free, values, rms = trial, t_values, t_rms
         se = {**t_se, worst: math.inf}
+    weak = {p for p in weak if p in free and not se.get(p, math.inf) < lsq.MAX_LOG_SE}
     pred = problem.predict(values)
     out = StageFit(stage=problem.stage, values=values, base=dict(base),
                    identified={p: p in free for p in problem.params},
