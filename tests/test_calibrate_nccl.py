@@ -128,3 +128,15 @@ def test_one_gpu_per_node_groups_are_placed_with_their_stride(tmp_path):
     assert st.identified["tiers.1.efficiency"]
     assert st.values["tiers.1.efficiency"] == pytest.approx(0.7 * 0.94, rel=0.01)
     assert "tiers.0.efficiency" not in st.values  # no two ranks share a node
+
+
+def test_set_topology_changes_the_base_before_fitting(tmp_path, capsys):
+    from simulator.cli.main import main as cli
+
+    st = calibrate("dgx-h100", [LOG], min_bytes=32 * MiB, compare=False, loo=False,
+                   base_overrides={"tiers.1.latency_us": 80.0}).stages[0]
+    assert st.base["tiers.1.latency_us"] == 80.0
+    out = tmp_path / "x.yaml"
+    assert cli(["calibrate", "dgx-h100", "-m", str(LOG), "-o", str(out),
+                "--set-topology", "tiers.1.bandwidth_GBps=-3"]) == 2
+    assert "tiers.1.bandwidth_GBps = -3" in capsys.readouterr().err and not out.exists()

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import load_topology
-from ..config.loader import read_document
+from ..config.loader import apply_overrides, read_document
 from ..hardware import Topology
 from . import detect
 from .fit import StageFit, fit_stage
@@ -71,15 +71,20 @@ def with_values(doc: dict, values: dict[str, float], rounded: bool = False) -> d
 
 def calibrate(base: str | Path | dict, files: list[str | Path], date: str | None = None,
               loo: bool = True, compare: bool = True, min_bytes: float = 0.0,
-              hold: tuple[str, ...] = ()) -> Calibration:
+              hold: tuple[str, ...] = (), base_overrides: dict[str, Any] | None = None
+              ) -> Calibration:
     """Fit ``base`` to ``files``; returns the calibration (write it with :mod:`.write`).
 
     ``min_bytes``: nccl-tests rows below this size are not fitted (NCCL's LL / LL128
     protocols below a few MiB are outside the alpha-beta + saturation-curve model when a
     system switches protocol abruptly). ``hold``: constants (dotted paths, or a prefix such
-    as ``tiers.0``) kept at their base values, e.g. a tier already calibrated on other data."""
+    as ``tiers.0``) kept at their base values, e.g. a tier already calibrated on other data.
+    ``base_overrides``: dotted topology fields set before fitting (a datasheet value the
+    base gets wrong for this cluster, such as its NICs' line rate)."""
     base_doc, _, source = read_document(base, "topologies")
     base_doc = copy.deepcopy(base_doc)
+    if base_overrides:
+        base_doc = apply_overrides(base_doc, base_overrides)
     topo = Topology.from_config(load_topology(base_doc))
     ms = detect.read(list(files), base_doc)
     ms.collectives = [p for p in ms.collectives if p.nbytes >= min_bytes]

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import ConfigError
+from .common import overrides
 
 NAME = "calibrate"
 HELP = ("fit a topology's constants to your measurements (nccl-tests, kernel timings, "
@@ -29,6 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hold", nargs="+", default=[], metavar="CONSTANT",
                    help="keep these constants at the base values (dotted path or a prefix "
                         "such as tiers.0), e.g. a tier calibrated on other data")
+    p.add_argument("--set-topology", action="append", default=[], metavar="FIELD=VALUE",
+                   help="set a base topology field before fitting, e.g. the NICs' line rate "
+                        "tiers.1.bandwidth_GBps=25 (repeatable)")
     p.add_argument("--date", default=None, help="date written into the sources "
                    "(default: today, ISO 8601)")
 
@@ -44,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     if args.min_bytes < 0 or args.min_bytes != args.min_bytes:
         raise ConfigError("--min-bytes", args.min_bytes, "must be a number >= 0")
     cal = calibrate(args.topology, args.measurements, date=args.date,
-                    min_bytes=args.min_bytes, hold=tuple(args.hold))
+                    min_bytes=args.min_bytes, hold=tuple(args.hold),
+                    base_overrides=overrides(args.set_topology))
     write.write(cal, out)
     print(f"wrote {out}", file=sys.stderr)
     if args.report:
