@@ -39,9 +39,16 @@ class StageFit:
     weak: dict[str, bool] = field(default_factory=dict)  # identified only jointly
 
     @property
-    def loo_rms(self) -> float:
-        e = self.loo or self.residuals
-        return math.sqrt(sum(x * x for x in e) / len(e)) if e else 0.0
+    def loo_rms(self) -> float | None:
+        """RMS of the leave-one-out errors; None when there are too few points to leave one
+        out (no more measurements than identified constants)."""
+        e = self.loo
+        return math.sqrt(sum(x * x for x in e) / len(e)) if e else None
+
+    @property
+    def loo_text(self) -> str:
+        r = self.loo_rms
+        return f"{r:.1%}" if r is not None else f"n/a ({self.n} measurements: none to spare)"
 
     @property
     def max_abs_residual(self) -> float:

@@ -123,7 +123,10 @@ def markdown(cal: Calibration) -> str:
                    f"| {se} | {c['would_identify'] or ''} |")
     for st in d["stages"]:
         out += ["", f"## Stage `{st['stage']}`: {st['measurements']} measurements", "",
-                f"Leave-one-out RMS error {st['loo_rms_error'] * 100:.1f} %, largest fit "
+                "Leave-one-out RMS error " + ("n/a (no measurement to spare)"
+                                              if st["loo_rms_error"] is None else
+                                              f"{st['loo_rms_error'] * 100:.1f} %")
+                + ", largest fit "
                 f"residual {st['max_abs_residual'] * 100:.1f} %.", "",
                 "| measurement | residual | leave-one-out |", "|---|---|---|"]
         out += [f"| `{p['where']}` | {_pct(p['residual'])} | {_pct(p['loo_error'])} |"

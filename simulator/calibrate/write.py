@@ -24,7 +24,7 @@ def source_line(cal: Calibration, path: str) -> str | None:
         return None
     files = ", ".join(Path(f).name for f in cal.files_by_stage.get(st.stage, []))
     return (f"fitted by clustersim calibrate on {st.n} measurements from {files} on "
-            f"{cal.date}, leave-one-out error {st.loo_rms:.1%} ({st.stage} stage; base "
+            f"{cal.date}, leave-one-out error {st.loo_text} ({st.stage} stage; base "
             f"{st.base[path]:.4g})")
 
 

@@ -60,5 +60,5 @@ def run(args: argparse.Namespace) -> int:
                  else f"{c['base']:.4g} kept (not identified: {c['would_identify']})")
         print(f"  {c['constant']:<32} {state}")
     for st in cal.stages:
-        print(f"  {st.stage}: {st.n} measurements, leave-one-out error {st.loo_rms:.1%}")
+        print(f"  {st.stage}: {st.n} measurements, leave-one-out error {st.loo_text}")
     return 0
