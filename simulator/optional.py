@@ -21,6 +21,7 @@ from .errors import ConfigError
 EXTRAS = {
     "distributed": ("dask", "the dask executor"),
     "pyarrow": ("parquet", "Parquet output"),
+    "torch": ("bench", "clustersim bench-kernels"),
 }
 
 

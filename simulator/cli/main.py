@@ -53,6 +53,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "capacity": ("simulator.cli.capacity", "best plan, days, cost, energy and network bill "
                  "of materials of WORKLOAD per topology and GPU count, with the cost-time "
                  "frontier"),
+    "calibrate": ("simulator.cli.calibrate", "fit a topology's constants to your measurements "
+                  "(nccl-tests, kernel timings, profiler traces, step times / logs) and write a "
+                  "calibrated topology"),
+    "bench-kernels": ("simulator.cli.bench_kernels", "time GEMM and attention kernels on this "
+                      "GPU with torch and write the CSV `clustersim calibrate` reads"),
 }
 
 

@@ -7,6 +7,8 @@ constant carries its source in the ``sources`` map of its block.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from ..errors import ConfigError
 from .bounds import integer, real
 from .schema import Field, Schema, check
@@ -204,6 +206,25 @@ class FabricConfig(Schema):
     sources: dict[str, str] = Field(default_factory=dict)
 
 
+IntervalScale = real(ge=1, le=100)
+
+
+class CalibrationConfig(Schema):
+    """How the topology's constants were obtained (issue 31).
+
+    ``status``: ``validated`` (fitted on published training cases, the default),
+    ``uncalibrated`` (datasheet peaks, efficiencies carried or estimated: no training
+    measurement on this hardware) or ``calibrated`` (fitted by ``clustersim calibrate`` on a
+    user's measurements). ``interval_scale`` (>= 1) widens the cross-validated step-time
+    interval in log space; ``note`` is printed by ``clustersim run``.
+    """
+
+    status: Literal["validated", "uncalibrated", "calibrated"] = "validated"
+    note: str = ""
+    interval_scale: IntervalScale = 1.0
+    sources: dict[str, str] = Field(default_factory=dict)
+
+
 class TopologyConfig(Schema):
     """A cluster: one GPU type and an ordered list of network tiers, innermost first.
 
@@ -221,6 +242,7 @@ class TopologyConfig(Schema):
     storage: StorageConfig = StorageConfig()
     power: PowerConfig = PowerConfig()
     fabric: FabricConfig = FabricConfig()
+    calibration: CalibrationConfig = CalibrationConfig()
 
     @check
     def _check(self) -> None:

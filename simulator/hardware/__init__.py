@@ -170,9 +170,15 @@ class Topology:
     tiers: tuple[Tier, ...]
     _memo: dict[Any, Any] = field(default_factory=dict, init=False, repr=False,
                                   compare=False)
+    # topology `calibration` block: widening of the step-time interval and the note `run`
+    # prints for hardware without training measurements (simulator/metrics/calibration.py)
+    interval_scale: float = 1.0
+    calibration_note: str = ""
 
     def __getstate__(self) -> dict[str, Any]:  # a copy (pickle) starts with an empty memo
-        return {"name": self.name, "gpu": self.gpu, "tiers": self.tiers}
+        return {"name": self.name, "gpu": self.gpu, "tiers": self.tiers,
+                "interval_scale": self.interval_scale,
+                "calibration_note": self.calibration_note}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for key, value in {**state, "_memo": {}}.items():
@@ -260,7 +266,10 @@ def _from_config(cfg: TopologyConfig) -> Topology:
         comm_overlap_slowdown=g.comm_overlap_slowdown,
         host_launch_s=g.host_launch_us * US, clock_ratio=ratio,
     )
-    return Topology(name=cfg.name, gpu=gpu, tiers=tuple(_tier(t) for t in cfg.tiers))
+    cal = cfg.calibration
+    note = f"{cfg.name} is {cal.status}: {cal.note}" if cal.status == "uncalibrated" else ""
+    return Topology(name=cfg.name, gpu=gpu, tiers=tuple(_tier(t) for t in cfg.tiers),
+                    interval_scale=cal.interval_scale, calibration_note=note)
 
 
 def _tier(t: TierConfig) -> Tier:

@@ -14,6 +14,8 @@ from ..hardware import Topology
 from ..shape.model_params import model_params
 from ..workload.plan import Plan
 from .flops import executed_flops_per_step, kept_fraction, model_flops_per_step
+from .calibration import notes as calibration_notes
+from .calibration import widen
 from .uncertainty import COVERAGE, DEFAULT_STACK, Plan, interval
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
@@ -172,7 +174,9 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         n, w.model.seq_length, w.model.moe.token_dispatcher_type if moe else "",
         p.pipeline_schedule if p.pipeline > 1 else "none",
         getattr(w.training, "stack", None) or DEFAULT_STACK))
-    ranges = _ranges(band.low, band.high, tokens, flops / (n * peak))
+    # uncalibrated hardware (topology `calibration` block): wider interval, a note
+    low, high = widen(step, band.low, band.high, topo.interval_scale)
+    ranges = _ranges(low, high, tokens, flops / (n * peak))
     return Result(
         workload=w.model.name, topology=topo.name, num_gpus=n, plan=_plan_dict(plan),
         step_time_s=step, tokens_per_s=tokens / step,
@@ -189,7 +193,7 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         critical_stage=crit, events=run.events, step_time_p50_s=step, step_time_p99_s=step,
         step_time_ideal_s=step,
         notes=notes + ([] if memory.fits else [f"does not fit: {memory.explain()}"])
-        + list(band.notes),
+        + list(band.notes) + calibration_notes(topo.calibration_note, topo.interval_scale),
         interval_coverage=band.coverage, interval_basis=band.basis, **ranges,
         model_params_total=params.total, model_params_active=params.active,
         ep_breakdown_s=ep, host_bound_fraction=host_bound,
