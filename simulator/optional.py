@@ -21,6 +21,8 @@ from .errors import ConfigError
 EXTRAS = {
     "distributed": ("dask", "the dask executor"),
     "pyarrow": ("parquet", "Parquet output"),
+    "starlette": ("web", "clustersim serve"),
+    "uvicorn": ("web", "clustersim serve"),
 }
 
 

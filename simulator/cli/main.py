@@ -50,6 +50,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                     "GPU and network constant (would a faster fabric help this plan?)"),
     "time-to-train": ("simulator.cli.time_to_train", "Days, GPU-hours, interruptions, goodput, "
                       "energy and cost to train on N tokens."),
+    "serve": ("simulator.cli.serve", "serve a what-if page in the browser: edit a plan, see "
+              "step time, memory, timeline"),
 }
 
 

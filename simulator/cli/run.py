@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..api import resolve, simulate_resolved
+from ..config import TopologyConfig, Workload
 from ..metrics import Result
 from .common import add_config_arguments, add_format_argument, emit, output_format, overrides
 
@@ -30,23 +31,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "training.seed)")
 
 
-def run(args: argparse.Namespace) -> int:
-    w, t = resolve(args.workload, args.topology, overrides(args.set),
-                   overrides(args.set_topology))
-    result, plan, _ = simulate_resolved(w, t, variability=not (args.ideal or args.variability))
-    if args.variability:
+def run_result(w: Workload, t: TopologyConfig, ideal: bool = False, variability: bool = False,
+               steps: int = 64) -> Result:
+    """The result ``clustersim run`` prints for a resolved configuration (also what
+    ``clustersim serve``'s ``POST /api/run`` answers, through :func:`json_text`)."""
+    result, plan, _ = simulate_resolved(w, t, variability=not (ideal or variability))
+    if variability:
         # on request only: the time-to-train models (~10 ms of imports) are not on the
         # default path, which issue 16 keeps within 1.6x of the bare import floor
         from ..reliability.run import with_variability
 
-        result = with_variability(result, plan.engine_input, w, t, args.steps)
+        result = with_variability(result, plan.engine_input, w, t, steps)
+    return result
+
+
+def json_text(result: Result) -> str:
+    """``--format json``: the one text both the CLI and ``POST /api/run`` give."""
+    return result.to_json() + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    w, t = resolve(args.workload, args.topology, overrides(args.set),
+                   overrides(args.set_topology))
+    result = run_result(w, t, args.ideal, args.variability, args.steps)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     fmt = output_format(args)
     if not result.fits_in_memory and fmt == "table":
         print("warning: the plan does not fit in GPU memory; its timing assumes it did "
               "(see `clustersim memory`)", file=sys.stderr)
-    emit(args, result.to_json() + "\n" if fmt == "json" else format_table(result))
+    emit(args, json_text(result) if fmt == "json" else format_table(result))
     return 0
 
 

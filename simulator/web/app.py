@@ -1,0 +1,163 @@
+"""The Starlette application behind ``clustersim serve``: the page, its static files, the API.
+
+Routes (all JSON in and out, errors ``{"error": ONE_LINE}``):
+
+* ``GET /`` the page; ``GET /static/{app.js,style.css}`` its two files (a fixed list);
+* ``GET /api/shipped`` the shipped workloads and topologies, and whether capacity exists;
+* ``POST /api/run`` exactly ``clustersim run --format json``; 400 with the CLI's message;
+* ``POST /api/detail`` the run JSON plus memory per stage, timeline, field values;
+* ``POST /api/jobs`` ``{"kind": "search"|"capacity", ...}`` -> ``{"id"}``;
+  ``GET /api/jobs/{id}`` progress or result; ``DELETE /api/jobs/{id}`` cancels.
+
+Bounds: a body over ``MAX_BODY`` bytes is refused (413) before it is read whole;
+simulations run in :class:`.pool.WorkerPool` (time budget, bounded queue: 503 when full);
+finished answers are kept in a bounded LRU, the only state shared between users.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from .inputs import shipped
+from .jobs import capacity_available
+from .manager import JobManager
+from .pool import LRU, Busy, OverBudget, WorkerPool
+
+MAX_BODY = 1_100_000  # a 1 MB YAML document, JSON-escaped, and the rest of the request
+STATIC = Path(__file__).resolve().parent / "static"
+FILES = {"app.js": "text/javascript", "style.css": "text/css"}
+SECURITY = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+            "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+                                       "style-src 'self' 'unsafe-inline'"}
+
+
+class _TooBig(Exception):
+    pass
+
+
+def _error(message: str, status: int, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": message, **extra}, status_code=status, headers=SECURITY)
+
+
+async def _body(request: Request) -> Any:
+    """The request's JSON, read at most MAX_BODY bytes; ValueError if not JSON."""
+    size = request.headers.get("content-length")
+    if size is not None and (not size.isdigit() or int(size) > MAX_BODY):
+        raise _TooBig
+    chunks, total = [], 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > MAX_BODY:
+            raise _TooBig
+        chunks.append(chunk)
+    return json.loads(b"".join(chunks) or b"null")
+
+
+def create_app(workers: int = 2, timeout_s: float = 20.0, queue: int = 32,
+               cache_size: int = 256, job_timeout_s: float = 300.0,
+               context: str = "spawn") -> Starlette:
+    """The application; ``context`` is the multiprocessing start method of its workers."""
+    state: dict[str, Any] = {"cache": LRU(cache_size)}
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette):
+        state["pool"] = WorkerPool(workers, timeout_s, queue, context)
+        state["jobs"] = JobManager(timeout_s=job_timeout_s, context=context)
+        try:
+            yield
+        finally:
+            state["pool"].close()
+            state["jobs"].close()
+
+    async def compute(request: Request, name: str) -> tuple[str, Any] | Response:
+        try:
+            body = await _body(request)
+        except _TooBig:
+            return _error(f"request body over {MAX_BODY} bytes; a configuration is a few kB",
+                          413)
+        except ValueError as exc:
+            return _error(f"request body is not JSON: {exc}", 400)
+        key = name + json.dumps(body, sort_keys=True, default=str)
+        hit = state["cache"].get(key)
+        if hit is not None:
+            return hit
+        try:
+            status, payload = await state["pool"].call(name, body)
+        except Busy:
+            return _error("the server is busy; try again in a moment", 503)
+        except OverBudget:
+            return _error(f"the simulation ran past its budget of {timeout_s:g} s and was "
+                          "stopped", 503)
+        if status in ("ok", "error"):
+            state["cache"].put(key, (status, payload))
+        return status, payload
+
+    async def run(request: Request) -> Response:
+        out = await compute(request, "run")
+        if isinstance(out, Response):
+            return out
+        status, payload = out
+        if status == "ok":
+            return Response(payload, media_type="application/json", headers=SECURITY)
+        return _error(payload["error"], 400 if status == "error" else 500)
+
+    async def detail(request: Request) -> Response:
+        out = await compute(request, "detail")
+        if isinstance(out, Response):
+            return out
+        status, payload = out
+        if status == "ok":
+            return JSONResponse(payload, headers=SECURITY)
+        return JSONResponse(payload, status_code=400 if status == "error" else 500,
+                            headers=SECURITY)
+
+    async def start_job(request: Request) -> Response:
+        try:
+            body = await _body(request)
+        except _TooBig:
+            return _error(f"request body over {MAX_BODY} bytes", 413)
+        except ValueError as exc:
+            return _error(f"request body is not JSON: {exc}", 400)
+        kind = body.get("kind") if isinstance(body, dict) else None
+        if kind not in ("search", "capacity"):
+            return _error(f"kind = {kind!r}: must be 'search' or 'capacity'", 400)
+        job_id = state["jobs"].start(kind, body)
+        if job_id is None:
+            return _error("as many jobs as the server runs at once are running; try later",
+                          503)
+        return JSONResponse({"id": job_id}, headers=SECURITY)
+
+    async def job(request: Request) -> Response:
+        jobs = state["jobs"]
+        job_id = request.path_params["job_id"]
+        found = jobs.cancel(job_id) if request.method == "DELETE" else jobs.get(job_id)
+        if found is None:
+            return _error("no such job (finished jobs are kept for 10 minutes)", 404)
+        return JSONResponse(found.view(), headers=SECURITY)
+
+    async def page(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", media_type="text/html", headers=SECURITY)
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in FILES:
+            return _error("not found", 404)
+        return FileResponse(STATIC / name, media_type=FILES[name], headers=SECURITY)
+
+    async def names(request: Request) -> Response:
+        return JSONResponse({**shipped(), "capacity": capacity_available()}, headers=SECURITY)
+
+    routes = [Route("/", page), Route("/static/{name}", static),
+              Route("/api/shipped", names), Route("/api/run", run, methods=["POST"]),
+              Route("/api/detail", detail, methods=["POST"]),
+              Route("/api/jobs", start_job, methods=["POST"]),
+              Route("/api/jobs/{job_id}", job, methods=["GET", "DELETE"])]
+    return Starlette(routes=routes, lifespan=lifespan)
