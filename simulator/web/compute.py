@@ -69,7 +69,29 @@ def detail(body: Any) -> dict[str, Any]:
         | {f"topology:{k}": _get(td, k) for k in TOPOLOGY_FIELDS},
         "tiers": [tier["name"] for tier in td["tiers"]],
         "moe": wd["model"].get("moe") is not None,
+        "yaml": export_yaml(body),
     }
+
+
+def export_yaml(body: Any) -> dict[str, str | None]:
+    """The workload document as given (shipped or sent) with the overrides written into it,
+    and the topology's likewise when it has overrides (else None: the name says it)."""
+    import yaml
+
+    from ..config.loader import apply_overrides, parse_yaml, read_document
+
+    out: dict[str, str | None] = {}
+    for kind, folder, key in (("workload", "workloads", "overrides"),
+                              ("topology", "topologies", "topology_overrides")):
+        ref, ov = body[kind], check_overrides(key, body.get(key))
+        if not is_text(ref) and not ov and kind == "topology":
+            out[kind] = None
+            continue
+        data = (parse_yaml(ref, f"{kind}.yaml")[0] if is_text(ref)
+                else read_document(shipped_path(kind, ref), folder)[0])
+        out[kind] = yaml.safe_dump(apply_overrides(data, ov), sort_keys=False,
+                                   default_flow_style=False, width=100)
+    return out
 
 
 def timeline(engine: Any, stages: int) -> dict[str, Any]:

@@ -135,5 +135,8 @@ def resolve_one(kind: str, name: str, overrides: dict[str, Any]) -> Any:
 
 
 def shipped() -> dict[str, list[str]]:
-    """The names the page offers: ``{"workloads": [...], "topologies": [...]}``."""
-    return {"workloads": shipped_names("workloads"), "topologies": shipped_names("topologies")}
+    """The names the page offers: shipped workloads and topologies, pipeline schedules."""
+    from ..schedules import SCHEDULES
+
+    return {"workloads": shipped_names("workloads"), "topologies": shipped_names("topologies"),
+            "schedules": sorted(SCHEDULES)}
