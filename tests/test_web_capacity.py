@@ -1,0 +1,94 @@
+"""The page's capacity tab is wired to ``simulator.capacity`` (another module builds it):
+called with the exact signature, its frame turned into rows; missing, the tab says so.
+
+The app runs in-process (Starlette's TestClient) with fork-started workers, so the fake
+``simulator.capacity`` monkeypatched here is the one the job process calls.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+
+import pytest
+
+pytest.importorskip("starlette", reason="clustersim serve needs the web extra")
+pytest.importorskip("httpx", reason="Starlette's TestClient needs httpx")
+if sys.platform != "linux":
+    pytest.skip("fork-started workers (Linux) carry the monkeypatched fake", allow_module_level=True)
+
+with warnings.catch_warnings():  # Starlette 1.x: "use httpx2"; httpx still works
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient  # noqa: E402
+
+import simulator  # noqa: E402
+from simulator.web.app import create_app  # noqa: E402
+
+CALLS: list = []
+
+
+def fake_capacity(workload, tokens, topologies, gpus, *, prices=None, deadline_days=None,
+                  budget_usd=None, overrides=None, progress=False):
+    import pandas as pd
+
+    CALLS.append((workload, tokens, topologies, gpus, prices, deadline_days, budget_usd,
+                  overrides, progress))
+    rows = [{"topology": t, "num_gpus": g, "overrides": {"parallelism.data": g // 8},
+             "step_time_s": 10.0 / g, "days": tokens / 1e12 / g, "gpu_hours": 24.0 * g,
+             "cost_usd": 2.0 * g, "on_frontier": g == max(gpus)}
+            for t in topologies for g in gpus]
+    return pd.DataFrame(rows)
+
+
+def run_job(client: TestClient, body: dict) -> dict:
+    job_id = client.post("/api/jobs", json={"kind": "capacity", **body}).json()["id"]
+    for _ in range(600):
+        view = client.get(f"/api/jobs/{job_id}").json()
+        if view["state"] != "running":
+            return view
+        time.sleep(0.05)
+    raise AssertionError("capacity job did not finish")
+
+
+def test_capacity_is_called_with_its_signature(monkeypatch):
+    monkeypatch.setattr(simulator, "capacity", fake_capacity, raising=False)
+    body = {"workload": "llama3-70b", "topology": "dgx-h100", "overrides": {},
+            "tokens": 2e12, "topologies": ["dgx-h100", "gb200-nvl72"], "gpus": [64, 128],
+            "deadline_days": 30, "budget_usd": None}
+    with TestClient(create_app(workers=1, context="fork")) as client:
+        assert client.get("/api/shipped").json()["capacity"] is True
+        view = run_job(client, body)
+        assert view["state"] == "done", view
+        rows = view["result"]["rows"]
+        assert [(r["topology"], r["num_gpus"]) for r in rows] == [
+            ("dgx-h100", 64), ("dgx-h100", 128), ("gb200-nvl72", 64), ("gb200-nvl72", 128)]
+        assert rows[1]["overrides"] == {"parallelism.data": 16} and rows[1]["on_frontier"]
+        assert "overrides" not in view["result"]["columns"]
+        assert "cost_usd" in view["result"]["columns"]
+        bad = run_job(client, {**body, "topologies": ["dgx-h100", "/etc"]})
+        assert bad["state"] == "error" and bad["field"] == "topology"
+
+
+def test_capacity_arguments_reach_the_call(monkeypatch, tmp_path):
+    from simulator.web.jobs import capacity_job
+
+    CALLS.clear()
+    monkeypatch.setattr(simulator, "capacity", fake_capacity, raising=False)
+    out = capacity_job({"workload": "llama3-70b", "topology": "dgx-h100",
+                        "overrides": {"training.global_batch_size": 256}, "tokens": 1e12,
+                        "topologies": ["dgx-h100"], "gpus": [64], "budget_usd": 5e6,
+                        "prices": {"dgx-h100": 2.5}}, lambda *a: None)
+    assert CALLS == [("llama3-70b", 1e12, ["dgx-h100"], [64], {"dgx-h100": 2.5}, None, 5e6,
+                      {"training.global_batch_size": 256}, False)]
+    assert out["rows"][0]["num_gpus"] == 64
+
+
+def test_without_capacity_the_tab_says_so(monkeypatch):
+    monkeypatch.delattr(simulator, "capacity", raising=False)
+    with TestClient(create_app(workers=1, context="fork")) as client:
+        assert client.get("/api/shipped").json()["capacity"] is False
+        view = run_job(client, {"workload": "tiny", "topology": "dgx-h100", "tokens": 1e9,
+                                "topologies": ["dgx-h100"], "gpus": [8]})
+        assert view["state"] == "error"
+        assert "simulator.capacity is not in this installation" in view["error"]
