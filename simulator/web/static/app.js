@@ -210,7 +210,7 @@ function renderBreakdown(r) {
 function renderMemory(d) {
   const box = $("#memory"); box.replaceChildren();
   const stages = d.memory_stages;
-  const max = Math.max(d.capacity_GB, ...stages.map((s) => s.total_GB));
+  const max = 1.06 * Math.max(d.capacity_GB, ...stages.map((s) => s.total_GB));  // room for the capacity tick
   const shown = stages.length > 16 ? stages.filter((s, i) => i < 8 || i >= stages.length - 8) : stages;
   for (const s of shown) {
     const track = el("div", {class: "track"}); track.style.position = "relative";
