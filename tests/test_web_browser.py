@@ -22,7 +22,6 @@ from selenium.webdriver.chrome.options import Options  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-
 from test_web_server import cli, start_server  # noqa: E402  (tests/ is on sys.path)
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -16,14 +16,15 @@ import pytest
 pytest.importorskip("starlette", reason="clustersim serve needs the web extra")
 pytest.importorskip("httpx", reason="Starlette's TestClient needs httpx")
 if sys.platform != "linux":
-    pytest.skip("fork-started workers (Linux) carry the monkeypatched fake", allow_module_level=True)
+    pytest.skip("fork-started workers (Linux) carry the monkeypatched fake",
+                allow_module_level=True)
 
 with warnings.catch_warnings():  # Starlette 1.x: "use httpx2"; httpx still works
     warnings.simplefilter("ignore")
-    from starlette.testclient import TestClient  # noqa: E402
+    from starlette.testclient import TestClient
 
-import simulator  # noqa: E402
-from simulator.web.app import create_app  # noqa: E402
+import simulator
+from simulator.web.app import create_app
 
 CALLS: list = []
 

@@ -51,7 +51,7 @@ def test_bad_override_is_the_cli_message(overrides, argv):
 
 
 def test_yaml_text_is_a_document_with_lines():
-    text = open(TINY).read()
+    text = TINY.read_text()
     w, _ = resolve_request({"workload": text, "topology": "dgx-h100"})
     assert w.model.name == "tiny-gpt"
     bad = text.replace("num_layers:", "num_layerz:")

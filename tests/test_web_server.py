@@ -186,11 +186,12 @@ def test_job_cancel_and_bad_input(server):
     _, url = server
     status, text = post(url + "/api/jobs", {"kind": "search", "workload": "llama3-405b",
                                             "topology": "dgx-h100", "gpus": 2048})
+    assert status == 200
     job_id = json.loads(text)["id"]
     req = urllib.request.Request(f"{url}/api/jobs/{job_id}", method="DELETE")
     assert json.loads(urllib.request.urlopen(req).read())["state"] == "cancelled"
-    status, text = post(url + "/api/jobs", {"kind": "search", "workload": "tiny",
-                                            "topology": "dgx-h100", "gpus": 0})
+    _, text = post(url + "/api/jobs", {"kind": "search", "workload": "tiny",
+                                       "topology": "dgx-h100", "gpus": 0})
     view = poll(url, json.loads(text)["id"], ("done", "error"))
     assert view["state"] == "error" and view["field"] == "gpus"
     assert post(url + "/api/jobs", {"kind": "shell"})[0] == 400

@@ -21,7 +21,7 @@ class Job:
     def __init__(self, kind: str, proc: Any, conn: Any):
         self.kind, self.proc, self.conn = kind, proc, conn
         self.state = "running"
-        self.progress: dict[str, Any] = {"label": "starting", "done": 0, "total": 0}
+        self.progress: dict[str, Any] = {"label": "preparing", "done": 0, "total": 0}
         self.answer: Any = None
         self.started = time.monotonic()
         self.ended: float | None = None

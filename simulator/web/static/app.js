@@ -7,6 +7,8 @@ const MAX_UPLOAD = 1000000;
 const MAX_PINS = 4;
 const COLORS = {compute: "#4c78a8", tp: "#f58518", cp: "#e45756", ep: "#b279a2", pp: "#72b7b2",
   dp: "#54a24b", host: "#9d755d", bubble: "#bab0ac", variability: "#eeca3b"};
+const ORDER = ["compute", "tp", "cp", "ep", "pp", "dp", "host", "bubble", "variability"];
+const ordered = (b) => Object.entries(b).sort((x, y) => ORDER.indexOf(x[0]) - ORDER.indexOf(y[0]));
 const MEM_COLORS = {parameters: "#4c78a8", fp8_weight_copies: "#9ecae9", gradients: "#f58518",
   optimizer: "#e45756", activations: "#54a24b", comm_buffers: "#b279a2", framework: "#9d755d"};
 
@@ -359,7 +361,7 @@ function renderCompare() {
     ["memory / GPU", (c) => `${c.detail.result.memory_per_gpu_GB.toFixed(1)} GB${c.detail.result.fits_in_memory ? "" : " (does not fit)"}`],
     ["changed", (c) => Object.entries({...c.overrides, ...c.topologyOverrides}).map(([k, v]) => `${k}=${yamlScalar(v)}`).join(", ") || "–"],
   ];
-  const table = el("table");
+  const table = el("table", {class: "compare"});
   const head = el("tr", {}, el("th", {text: ""}));
   pins.forEach((c, i) => head.append(el("th", {class: "compare-col", text: `#${i + 1}`})));
   table.append(head);
@@ -381,12 +383,12 @@ function renderCompare() {
   pins.forEach((c, i) => {
     const r = c.detail.result;
     const track = el("div", {class: "track"});
-    for (const [k, v] of Object.entries(r.breakdown_s)) {
+    for (const [k, v] of ordered(r.breakdown_s)) {
       if (v <= 0) continue;
       const f = el("div", {class: "fill", title: `${breakdownLabel(k)}: ${seconds(v)}`});
       f.style.width = `${(v / max) * 100}%`; f.style.background = COLORS[k] || "#888"; track.append(f);
     }
-    bars.append(el("div", {class: "hbar"}, el("span", {text: `#${i + 1} ${r.workload}, ${r.num_gpus} GPUs`}), track,
+    bars.append(el("div", {class: "hbar wide"}, el("span", {text: `#${i + 1} ${r.workload}, ${r.num_gpus} GPUs`}), track,
       el("span", {class: "num", text: `${seconds(r.step_time_s)} · ${fmt(r.tokens_per_s)} tok/s`})));
   });
   const legend = el("div", {class: "legend"});
@@ -434,9 +436,11 @@ function sortableTable(box, columns, rows, onLoad, frontier) {
       for (const c of columns) {
         const v = row[c];
         let text = v;
-        if (typeof v === "number") text = c.endsWith("_s") ? seconds(v) : (c === "mfu" ? pct(v) : fmt(v));
+        if (typeof v === "number") {
+          text = /(^|_)time_s$/.test(c) ? seconds(v) : (c === "mfu" || c === "hfu") ? pct(v) : fmt(v);
+        }
         if (typeof v === "boolean") text = v ? "yes" : "";
-        tr.append(el("td", {class: c === "why" ? "text" : "", text: text === null || text === undefined ? "–" : String(text)}));
+        tr.append(el("td", {class: c === "why" ? "text" : (c === "plan" || c === "topology") ? "left" : "", text: text === null || text === undefined ? "–" : String(text)}));
       }
       tr.append(el("td", {}, el("button", {class: "ghost small", text: "load", onclick: () => onLoad(row)})));
       table.append(tr);
