@@ -106,6 +106,12 @@ def test_lru_is_bounded_and_keeps_the_recent():
         cache.put(str(i), i)
         cache.get("0") if i < 3 else None
     assert len(cache) == 3 and cache.get("9") == 9 and cache.get("0") is None
+    sized = LRU(100, max_bytes=1000)
+    for i in range(10):
+        sized.put(str(i), "x" * 300, 300)
+    assert len(sized) == 3 and sized.bytes == 900 and sized.get("9") is not None
+    sized.put("big", "x", 5000)  # larger than the whole cache: not kept
+    assert sized.get("big") is None and sized.bytes == 900
 
 
 def test_pool_time_budget_replaces_the_worker_and_serves_on():

@@ -97,7 +97,8 @@ def create_app(workers: int = 2, timeout_s: float = 20.0, queue: int = 32,
             return _error(f"the simulation ran past its budget of {timeout_s:g} s and was "
                           "stopped", 503)
         if status in ("ok", "error"):
-            state["cache"].put(key, (status, payload))
+            state["cache"].put(key, (status, payload),
+                               len(key) + (len(payload) if isinstance(payload, str) else 200))
         return status, payload
 
     async def run(request: Request) -> Response:
@@ -105,7 +106,7 @@ def create_app(workers: int = 2, timeout_s: float = 20.0, queue: int = 32,
         if isinstance(out, Response):
             return out
         status, payload = out
-        if status == "ok":
+        if status == "ok":  # the CLI's JSON text as it is
             return Response(payload, media_type="application/json", headers=SECURITY)
         return _error(payload["error"], 400 if status == "error" else 500)
 
@@ -115,7 +116,7 @@ def create_app(workers: int = 2, timeout_s: float = 20.0, queue: int = 32,
             return out
         status, payload = out
         if status == "ok":
-            return JSONResponse(payload, headers=SECURITY)
+            return Response(payload, media_type="application/json", headers=SECURITY)
         return JSONResponse(payload, status_code=400 if status == "error" else 500,
                             headers=SECURITY)
 

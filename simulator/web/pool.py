@@ -14,6 +14,7 @@ in entries. Everything here is standard library (:mod:`multiprocessing`, :mod:`a
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing
 from collections import OrderedDict
 from typing import Any
@@ -30,7 +31,8 @@ class OverBudget(Exception):
 def worker_main(conn: Any) -> None:
     """A worker's loop: ``(function name, request body)`` in, ``(status, payload)`` out.
 
-    ``status`` is ``"ok"``, ``"error"`` (a ConfigError's one line) or ``"bug"``."""
+    ``status`` is ``"ok"`` (the answer as JSON text), ``"error"`` (a ConfigError's one
+    line and field) or ``"bug"``."""
     from ..errors import ConfigError
     from . import compute
 
@@ -40,7 +42,8 @@ def worker_main(conn: Any) -> None:
         except (EOFError, OSError):
             return
         try:
-            reply = ("ok", compute.CALLS[name](body))
+            out = compute.CALLS[name](body)
+            reply = ("ok", out if isinstance(out, str) else json.dumps(out))
         except ConfigError as exc:
             reply = ("error", {"error": exc.message(), "field": exc.field})
         except Exception as exc:  # a bug: reported, the worker lives on
@@ -125,23 +128,28 @@ class WorkerPool:
 
 
 class LRU:
-    """The last ``size`` answers by key; the only state the server shares between users."""
+    """The last answers by key, at most ``size`` of them and ``max_bytes`` of text; the only
+    state the server shares between users."""
 
-    def __init__(self, size: int = 256):
-        self.size = size
-        self._d: OrderedDict[str, Any] = OrderedDict()
+    def __init__(self, size: int = 256, max_bytes: int = 64_000_000):
+        self.size, self.max_bytes, self.bytes = size, max_bytes, 0
+        self._d: OrderedDict[str, tuple[Any, int]] = OrderedDict()
 
     def get(self, key: str) -> Any:
         if key in self._d:
             self._d.move_to_end(key)
-            return self._d[key]
+            return self._d[key][0]
         return None
 
-    def put(self, key: str, value: Any) -> None:
-        self._d[key] = value
-        self._d.move_to_end(key)
-        while len(self._d) > self.size:
-            self._d.popitem(last=False)
+    def put(self, key: str, value: Any, nbytes: int = 0) -> None:
+        if key in self._d:
+            self.bytes -= self._d.pop(key)[1]
+        if nbytes > self.max_bytes:
+            return
+        self._d[key] = (value, nbytes)
+        self.bytes += nbytes
+        while len(self._d) > self.size or self.bytes > self.max_bytes:
+            self.bytes -= self._d.popitem(last=False)[1][1]
 
     def __len__(self) -> int:
         return len(self._d)
