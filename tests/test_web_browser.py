@@ -22,7 +22,7 @@ from selenium.webdriver.chrome.options import Options  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-from test_web_server import cli, start_server  # noqa: E402  (tests/ is on sys.path)
+from test_web_server import ROOT, cli, start_server  # noqa: E402  (tests/ is on sys.path)
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -52,6 +52,13 @@ def browser():
     proc.wait(10)
 
 
+def open_page(driver, url: str) -> float:
+    """A fresh load of ``url`` (not a same-page fragment change); its first step time."""
+    driver.get("about:blank")
+    driver.get(url)
+    return settle(driver)
+
+
 def step_seconds(driver) -> float | None:
     value = driver.find_element(By.ID, "step-time").get_attribute("data-seconds")
     return float(value) if value else None
@@ -68,8 +75,7 @@ def settle(driver, previous: float | None = None, timeout: float = 60) -> float:
 
 def test_editing_a_field_matches_clustersim_run(browser):
     driver, url = browser
-    driver.get(url + "/#w=llama3-70b&t=dgx-h100")
-    first = settle(driver)
+    first = open_page(driver, url + "/#w=llama3-70b&t=dgx-h100")
     field = driver.find_element(By.ID, "f-gbs")
     assert field.get_attribute("value") == "128"  # the workload's own value
     field.clear()
@@ -91,8 +97,7 @@ def test_editing_a_field_matches_clustersim_run(browser):
 
 def test_invalid_field_shows_the_cli_message_beside_it(browser):
     driver, url = browser
-    driver.get(url + "/#w=llama3-70b&t=dgx-h100")
-    settle(driver)
+    open_page(driver, url + "/#w=llama3-70b&t=dgx-h100")
     tp = driver.find_element(By.ID, "f-tp")
     tp.clear()
     tp.send_keys("3")
@@ -109,8 +114,7 @@ def test_invalid_field_shows_the_cli_message_beside_it(browser):
 def test_a_link_reproduces_the_configuration_and_pins_compare(browser):
     driver, url = browser
     ov = json.dumps({"parallelism.tensor": 4, "training.micro_batch_size": 2})
-    driver.get(f"{url}/#w=llama3-70b&t=dgx-h100&o={ov}")
-    shown = settle(driver)
+    shown = open_page(driver, f"{url}/#w=llama3-70b&t=dgx-h100&o={ov}")
     out = cli("run", "llama3-70b", "-t", "dgx-h100", "--set", "parallelism.tensor=4",
               "--set", "training.micro_batch_size=2", "--format", "json")
     assert shown == json.loads(out.stdout)["step_time_s"]
@@ -122,3 +126,18 @@ def test_a_link_reproduces_the_configuration_and_pins_compare(browser):
     command = driver.find_element(By.ID, "export-text").get_attribute("value")
     assert command.strip() == ("clustersim run llama3-70b -t dgx-h100 --set parallelism.tensor=4"
                                " --set training.micro_batch_size=2 --format json")
+
+
+def test_an_uploaded_yaml_is_simulated_as_the_cli_reads_the_file(browser, tmp_path):
+    driver, url = browser
+    doc = tmp_path / "mine.yaml"
+    text = (ROOT / "workloads" / "tiny.yaml").read_text()
+    doc.write_text(text.replace("global_batch_size: 8", "global_batch_size: 16"))
+    assert doc.read_text() != text
+    first = open_page(driver, url + "/#w=llama3-70b&t=dgx-h100")
+    driver.find_element(By.ID, "upload-workload").send_keys(str(doc))
+    shown = settle(driver, first)
+    out = cli("run", str(doc), "-t", "dgx-h100", "--format", "json")
+    assert shown == json.loads(out.stdout)["step_time_s"]
+    assert "mine.yaml" in driver.find_element(By.ID, "workload").text
+    assert driver.find_element(By.ID, "f-gbs").get_attribute("value") == "16"

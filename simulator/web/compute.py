@@ -95,12 +95,13 @@ def export_yaml(body: Any) -> dict[str, str | None]:
 
 
 def timeline(engine: Any, stages: int) -> dict[str, Any]:
-    """Compute-lane bars ``[stage, kind, chunk, micro-batch, start_s, end_s]``, ideal replay."""
+    """Compute-lane bars ``[stage, kind, chunk, micro-batch, start_s, end_s]`` of the ideal
+    replay, times to the nanosecond (a bar narrower than that is not drawable)."""
     spans = []
     for r in engine.records:
         if r.stream in ("compute", "optimizer"):
             kind = "O" if r.stream == "optimizer" else r.name
-            spans.append([r.stage, kind, r.chunk, r.mb, r.start, r.end])
+            spans.append([r.stage, kind, r.chunk, r.mb, round(r.start, 9), round(r.end, 9)])
     too_many = len(spans) > MAX_SPANS
     return {"stages": stages, "step_s": engine.step_time,
             "spans": [] if too_many else spans,
