@@ -157,10 +157,30 @@ async function refresh() {
   if (seq !== state.seq) return;  // a newer edit is on its way
   busy(false);
   clearErrors();
-  if (!res.ok) { showError(res.data); return; }
+  if (!res.ok) { showError(res.data); fillBase(); return; }
   state.last = res.data;
+  state.fieldsFor = configKey();
   $("#tab-editor .results").classList.remove("stale");
   render(res.data);
+}
+
+const configKey = () => JSON.stringify([ref("workload"), ref("topology")]);
+// After an error, the boxes that were not edited still show the document's own values:
+// those of the configuration without the edits (one more request, when it changed).
+async function fillBase() {
+  const key = configKey();
+  if (state.fieldsFor === key) return;
+  const res = await post("/api/detail", {workload: ref("workload"), topology: ref("topology")});
+  if (!res.ok || key !== configKey()) return;
+  state.fieldsFor = key;
+  fillFields(res.data.fields);
+  fillLabels(res.data);
+}
+function fillLabels(d) {
+  $("#f-dispatcher").disabled = !d.moe;
+  $("#f-dispatcher").title = d.moe ? "" : "dense model: no MoE dispatcher";
+  $("#l-bw0").textContent = `${d.tiers[0] || "tier 0"} GB/s`;
+  $("#l-bw1").textContent = `${d.tiers[1] || "tier 1"} GB/s`;
 }
 
 function render(d) {
@@ -168,10 +188,7 @@ function render(d) {
   fillFields(d.fields);
   const p = r.plan;
   $("#gpus").textContent = `GPUs: ${r.num_gpus} = TP${p.tp} × PP${p.pp} × CP${p.cp} × DP${p.dp}` + (p.ep > 1 ? ` (EP${p.ep})` : "");
-  $("#f-dispatcher").disabled = !d.moe;
-  $("#f-dispatcher").title = d.moe ? "" : "dense model: no MoE dispatcher";
-  $("#l-bw0").textContent = `${d.tiers[0] || "tier 0"} GB/s`;
-  $("#l-bw1").textContent = `${d.tiers[1] || "tier 1"} GB/s`;
+  fillLabels(d);
   const st = $("#step-time");
   st.textContent = seconds(r.step_time_s); st.dataset.seconds = String(r.step_time_s);
   const iv = r.step_time_interval_s;
