@@ -141,3 +141,31 @@ def test_an_uploaded_yaml_is_simulated_as_the_cli_reads_the_file(browser, tmp_pa
     assert shown == json.loads(out.stdout)["step_time_s"]
     assert "mine.yaml" in driver.find_element(By.ID, "workload").text
     assert driver.find_element(By.ID, "f-gbs").get_attribute("value") == "16"
+
+
+def test_search_from_the_page_sorts_and_loads_a_row(browser):
+    driver, url = browser
+    open_page(driver, url + "/#w=tiny&t=dgx-h100")
+    driver.find_element(By.CSS_SELECTOR, "[data-tab=search]").click()
+    for box, value in (("s-gpus", "8"), ("s-top", "5"), ("s-max", "20")):
+        field = driver.find_element(By.ID, box)
+        field.clear()
+        field.send_keys(value)
+    driver.find_element(By.ID, "s-start").click()
+    wait = WebDriverWait(driver, 120, poll_frequency=0.2)
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#s-table tr td"))
+    assert driver.find_element(By.ID, "s-bar").get_attribute("style") == "width: 100%;"
+    header = driver.find_element(By.XPATH, "//div[@id='s-table']//th[text()='rank']")
+    header.click()
+    header = driver.find_element(By.XPATH, "//div[@id='s-table']//th[text()='rank']")
+    header.click()  # descending: the last-ranked plan first
+    ranks = [int(td.text) for td in driver.find_elements(
+        By.CSS_SELECTOR, "#s-table tr td:first-child")]
+    assert ranks == sorted(ranks, reverse=True) and len(ranks) > 1
+    plan = driver.find_element(By.CSS_SELECTOR, "#s-table tr:nth-child(2) td:nth-child(2)").text
+    driver.find_element(By.CSS_SELECTOR, "#s-table tr:nth-child(2) button").click()
+    wait.until(lambda d: "parallelism.tensor" in d.current_url
+               and d.find_element(By.ID, "status").text == "ready")
+    tp = driver.find_element(By.ID, "f-tp").get_attribute("value")
+    assert f"TP{tp} " in f"{plan} " or (tp == "1" and "TP" not in plan)
+    assert driver.find_element(By.ID, "tab-editor").is_displayed()
