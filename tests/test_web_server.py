@@ -124,6 +124,8 @@ def test_bodies_that_are_too_big_or_not_json(server):
     conn.close()
     status, text = post(url + "/api/run", b"{not json")
     assert status == 400 and "not JSON" in json.loads(text)["error"]
+    status, text = post(url + "/api/run", b"[" * 200_000 + b"]" * 200_000)
+    assert status == 400 and "nested too deeply" in json.loads(text)["error"]
     status, text = post(url + "/api/run", {"workload": "/etc/passwd", "topology": "dgx-h100"})
     assert status == 400 and "no such shipped name" in json.loads(text)["error"]
 

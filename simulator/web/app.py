@@ -48,7 +48,8 @@ def _error(message: str, status: int, **extra: Any) -> JSONResponse:
 
 
 async def _body(request: Request) -> Any:
-    """The request's JSON, read at most MAX_BODY bytes; ValueError if not JSON."""
+    """The request's JSON, read at most MAX_BODY bytes; ValueError if not JSON (or nested
+    too deeply for the parser)."""
     size = request.headers.get("content-length")
     if size is not None and (not size.isdigit() or int(size) > MAX_BODY):
         raise _TooBig
@@ -58,7 +59,10 @@ async def _body(request: Request) -> Any:
         if total > MAX_BODY:
             raise _TooBig
         chunks.append(chunk)
-    return json.loads(b"".join(chunks) or b"null")
+    try:
+        return json.loads(b"".join(chunks) or b"null")
+    except RecursionError:
+        raise ValueError("nested too deeply to be a configuration") from None
 
 
 def create_app(workers: int = 2, timeout_s: float = 20.0, queue: int = 32,
