@@ -144,3 +144,15 @@ def test_serve_without_the_extra_names_the_pip_command(monkeypatch, capsys):
     assert main(["serve", "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert 'pip install "clustersim[web]"' in err and len(err.strip().splitlines()) == 1
+
+
+def test_timeline_is_the_simpy_replays_compute_lane():
+    from simulator.api import simulate_resolved
+
+    body = {"workload": "llama3-70b", "topology": "dgx-h100",
+            "overrides": {"training.global_batch_size": 32}}
+    spans = compute.detail(body)["timeline"]["spans"]
+    _, _, engine = simulate_resolved(*resolve_request(body), keep_records=True,
+                                     variability=False)
+    ref = compute.timeline(engine, 4)["spans"]
+    assert sorted(map(tuple, spans)) == sorted(map(tuple, ref)) and len(ref) > 100
