@@ -243,7 +243,7 @@ function renderMemory(d) {
     const over = s.total_GB > d.capacity_GB;
     const num = el("span", {class: "num", text: `${s.total_GB.toFixed(1)} / ${d.capacity_GB.toFixed(1)} GB`});
     if (over) num.style.color = "var(--bad)";
-    box.append(el("div", {class: "hbar"}, el("span", {text: `stage ${s.stage}`}), track, num));
+    box.append(el("div", {class: "hbar mem"}, el("span", {text: `stage ${s.stage}`}), track, num));
   }
   const legend = el("div", {class: "legend"});
   for (const [k, c] of Object.entries(MEM_COLORS)) {
@@ -261,7 +261,7 @@ function lighten(hex, f) {
 function renderTimeline(tl) {
   const box = $("#timeline"); box.replaceChildren();
   if (!tl.spans.length) { box.append(el("div", {class: "empty", text: tl.note || "no timeline"})); return; }
-  const W = 1000, left = 64, right = 12, rowH = 22, top = 6;
+  const W = Math.max(480, Math.round(box.clientWidth || 1000)), left = 64, right = 12, rowH = 22, top = 6;
   const H = top + tl.stages * rowH + 26;
   const end = Math.max(tl.step_s, ...tl.spans.map((s) => s[5]));
   const x = (t) => left + (t / end) * (W - left - right);
