@@ -126,6 +126,15 @@ def test_bodies_that_are_too_big_or_not_json(server):
     assert status == 400 and "not JSON" in json.loads(text)["error"]
     status, text = post(url + "/api/run", b"[" * 200_000 + b"]" * 200_000)
     assert status == 400 and "nested too deeply" in json.loads(text)["error"]
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("POST", "/api/run", body=b'{"workload": "tiny", "topology": "dgx-h100"}',
+                 headers={"Content-Type": "text/plain"})  # what another site's form sends
+    assert conn.getresponse().status == 415
+    conn.close()
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("GET", "/", headers={"Host": "attacker.example"})  # a re-pointed DNS name
+    assert conn.getresponse().status == 400
+    conn.close()
     status, text = post(url + "/api/run", {"workload": "/etc/passwd", "topology": "dgx-h100"})
     assert status == 400 and "no such shipped name" in json.loads(text)["error"]
 

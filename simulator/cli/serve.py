@@ -32,9 +32,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--port", args.port, "must be from 0 to 65535")
     require("starlette", "serve")
     uvicorn = require("uvicorn", "serve")
-    from ..web.app import create_app
+    from ..web.app import allowed_hosts, create_app
 
-    app = create_app(workers=args.workers, timeout_s=args.timeout)
+    app = create_app(workers=args.workers, timeout_s=args.timeout,
+                     hosts=allowed_hosts(args.host))
     print(f"clustersim serve: http://{args.host}:{args.port}/ (Ctrl-C stops)", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
                 limit_concurrency=512, timeout_keep_alive=5)

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -43,6 +45,11 @@ class _TooBig(Exception):
     pass
 
 
+class _NotJSON(Exception):
+    """Not ``Content-Type: application/json``: a form or text post from another site's
+    page (which a browser sends without asking this server first) is refused."""
+
+
 def _error(message: str, status: int, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": message, **extra}, status_code=status, headers=SECURITY)
 
@@ -53,6 +60,8 @@ async def _body(request: Request) -> Any:
     size = request.headers.get("content-length")
     if size is not None and (not size.isdigit() or int(size) > MAX_BODY):
         raise _TooBig
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        raise _NotJSON
     chunks, total = [], 0
     async for chunk in request.stream():
         total += len(chunk)
@@ -67,8 +76,9 @@ async def _body(request: Request) -> Any:
 
 def create_app(workers: int = 2, timeout_s: float = 20.0, queue: int = 32,
                cache_size: int = 256, job_timeout_s: float = 300.0,
-               context: str = "spawn") -> Starlette:
-    """The application; ``context`` is the multiprocessing start method of its workers."""
+               context: str = "spawn", hosts: list[str] | None = None) -> Starlette:
+    """The application; ``context`` is the multiprocessing start method of its workers,
+    ``hosts`` the Host headers it answers (None: any; see :func:`allowed_hosts`)."""
     state: dict[str, Any] = {"cache": LRU(cache_size)}
 
     @asynccontextmanager
@@ -87,6 +97,8 @@ def create_app(workers: int = 2, timeout_s: float = 20.0, queue: int = 32,
         except _TooBig:
             return _error(f"request body over {MAX_BODY} bytes; a configuration is a few kB",
                           413)
+        except _NotJSON:
+            return _error("send the body as Content-Type: application/json", 415)
         except ValueError as exc:
             return _error(f"request body is not JSON: {exc}", 400)
         key = name + json.dumps(body, sort_keys=True, default=str)
@@ -129,6 +141,8 @@ def create_app(workers: int = 2, timeout_s: float = 20.0, queue: int = 32,
             body = await _body(request)
         except _TooBig:
             return _error(f"request body over {MAX_BODY} bytes", 413)
+        except _NotJSON:
+            return _error("send the body as Content-Type: application/json", 415)
         except ValueError as exc:
             return _error(f"request body is not JSON: {exc}", 400)
         kind = body.get("kind") if isinstance(body, dict) else None
@@ -165,4 +179,12 @@ def create_app(workers: int = 2, timeout_s: float = 20.0, queue: int = 32,
               Route("/api/detail", detail, methods=["POST"]),
               Route("/api/jobs", start_job, methods=["POST"]),
               Route("/api/jobs/{job_id}", job, methods=["GET", "DELETE"])]
-    return Starlette(routes=routes, lifespan=lifespan)
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)] if hosts else []
+    return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+
+
+def allowed_hosts(bind: str) -> list[str] | None:
+    """Bound to loopback, answer only requests addressed to loopback names: another site's
+    page cannot reach the server through a DNS name it re-points at 127.0.0.1."""
+    loopback = ["127.0.0.1", "localhost", "::1", "[::1]"]
+    return loopback if bind in loopback else None
