@@ -54,9 +54,9 @@ def _error(message: str, status: int, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": message, **extra}, status_code=status, headers=SECURITY)
 
 
-async def _body(request: Request) -> Any:
-    """The request's JSON, read at most MAX_BODY bytes; ValueError if not JSON (or nested
-    too deeply for the parser)."""
+async def _read(request: Request) -> Any:
+    """The request's JSON, read at most MAX_BODY bytes; _TooBig, _NotJSON, or ValueError
+    if it does not parse (or nests too deeply for the parser)."""
     size = request.headers.get("content-length")
     if size is not None and (not size.isdigit() or int(size) > MAX_BODY):
         raise _TooBig
@@ -74,51 +74,62 @@ async def _body(request: Request) -> Any:
         raise ValueError("nested too deeply to be a configuration") from None
 
 
-def create_app(workers: int = 2, timeout_s: float = 20.0, queue: int = 32,
-               cache_size: int = 256, job_timeout_s: float = 300.0,
-               context: str = "spawn", hosts: list[str] | None = None) -> Starlette:
-    """The application; ``context`` is the multiprocessing start method of its workers,
-    ``hosts`` the Host headers it answers (None: any; see :func:`allowed_hosts`)."""
-    state: dict[str, Any] = {"cache": LRU(cache_size)}
+async def _body(request: Request) -> Any:
+    """The request's JSON, or the error Response that refuses it."""
+    try:
+        return await _read(request)
+    except _TooBig:
+        return _error(f"request body over {MAX_BODY} bytes; a configuration is a few kB", 413)
+    except _NotJSON:
+        return _error("send the body as Content-Type: application/json", 415)
+    except ValueError as exc:
+        return _error(f"request body is not JSON: {exc}", 400)
+
+
+class _Server:
+    """The handlers, and what they share: the worker pool, the jobs, the answer cache."""
+
+    def __init__(self, workers: int, timeout_s: float, queue: int, cache_size: int,
+                 job_timeout_s: float, context: str):
+        self.cache = LRU(cache_size)
+        self.args = (workers, timeout_s, queue, context)
+        self.job_args = {"timeout_s": job_timeout_s, "context": context}
+        self.timeout_s = timeout_s
 
     @asynccontextmanager
-    async def lifespan(app: Starlette):
-        state["pool"] = WorkerPool(workers, timeout_s, queue, context)
-        state["jobs"] = JobManager(timeout_s=job_timeout_s, context=context)
+    async def lifespan(self, app: Starlette):
+        self.pool = WorkerPool(*self.args)
+        self.jobs = JobManager(**self.job_args)
         try:
             yield
         finally:
-            state["pool"].close()
-            state["jobs"].close()
+            self.pool.close()
+            self.jobs.close()
 
-    async def compute(request: Request, name: str) -> tuple[str, Any] | Response:
-        try:
-            body = await _body(request)
-        except _TooBig:
-            return _error(f"request body over {MAX_BODY} bytes; a configuration is a few kB",
-                          413)
-        except _NotJSON:
-            return _error("send the body as Content-Type: application/json", 415)
-        except ValueError as exc:
-            return _error(f"request body is not JSON: {exc}", 400)
+    async def compute(self, request: Request, name: str) -> tuple[str, Any] | Response:
+        """``(status, payload)`` of ``compute.CALLS[name]`` on the body, cached; or an
+        error Response (bad body, busy, over budget)."""
+        body = await _body(request)
+        if isinstance(body, Response):
+            return body
         key = name + json.dumps(body, sort_keys=True, default=str)
-        hit = state["cache"].get(key)
+        hit = self.cache.get(key)
         if hit is not None:
             return hit
         try:
-            status, payload = await state["pool"].call(name, body)
+            status, payload = await self.pool.call(name, body)
         except Busy:
             return _error("the server is busy; try again in a moment", 503)
         except OverBudget:
-            return _error(f"the simulation ran past its budget of {timeout_s:g} s and was "
-                          "stopped", 503)
+            return _error(f"the simulation ran past its budget of {self.timeout_s:g} s and "
+                          "was stopped", 503)
         if status in ("ok", "error"):
-            state["cache"].put(key, (status, payload),
-                               len(key) + (len(payload) if isinstance(payload, str) else 200))
+            size = len(key) + (len(payload) if isinstance(payload, str) else 200)
+            self.cache.put(key, (status, payload), size)
         return status, payload
 
-    async def run(request: Request) -> Response:
-        out = await compute(request, "run")
+    async def run(self, request: Request) -> Response:
+        out = await self.compute(request, "run")
         if isinstance(out, Response):
             return out
         status, payload = out
@@ -126,8 +137,8 @@ def create_app(workers: int = 2, timeout_s: float = 20.0, queue: int = 32,
             return Response(payload, media_type="application/json", headers=SECURITY)
         return _error(payload["error"], 400 if status == "error" else 500)
 
-    async def detail(request: Request) -> Response:
-        out = await compute(request, "detail")
+    async def detail(self, request: Request) -> Response:
+        out = await self.compute(request, "detail")
         if isinstance(out, Response):
             return out
         status, payload = out
@@ -136,51 +147,53 @@ def create_app(workers: int = 2, timeout_s: float = 20.0, queue: int = 32,
         return JSONResponse(payload, status_code=400 if status == "error" else 500,
                             headers=SECURITY)
 
-    async def start_job(request: Request) -> Response:
-        try:
-            body = await _body(request)
-        except _TooBig:
-            return _error(f"request body over {MAX_BODY} bytes", 413)
-        except _NotJSON:
-            return _error("send the body as Content-Type: application/json", 415)
-        except ValueError as exc:
-            return _error(f"request body is not JSON: {exc}", 400)
+    async def start_job(self, request: Request) -> Response:
+        body = await _body(request)
+        if isinstance(body, Response):
+            return body
         kind = body.get("kind") if isinstance(body, dict) else None
         if kind not in ("search", "capacity"):
             return _error(f"kind = {kind!r}: must be 'search' or 'capacity'", 400)
-        job_id = state["jobs"].start(kind, body)
+        job_id = self.jobs.start(kind, body)
         if job_id is None:
             return _error("as many jobs as the server runs at once are running; try later",
                           503)
         return JSONResponse({"id": job_id}, headers=SECURITY)
 
-    async def job(request: Request) -> Response:
-        jobs = state["jobs"]
+    async def job(self, request: Request) -> Response:
         job_id = request.path_params["job_id"]
-        found = jobs.cancel(job_id) if request.method == "DELETE" else jobs.get(job_id)
+        found = (self.jobs.cancel(job_id) if request.method == "DELETE"
+                 else self.jobs.get(job_id))
         if found is None:
             return _error("no such job (finished jobs are kept for 10 minutes)", 404)
         return JSONResponse(found.view(), headers=SECURITY)
 
-    async def page(request: Request) -> Response:
+    async def page(self, request: Request) -> Response:
         return FileResponse(STATIC / "index.html", media_type="text/html", headers=SECURITY)
 
-    async def static(request: Request) -> Response:
+    async def static(self, request: Request) -> Response:
         name = request.path_params["name"]
         if name not in FILES:
             return _error("not found", 404)
         return FileResponse(STATIC / name, media_type=FILES[name], headers=SECURITY)
 
-    async def names(request: Request) -> Response:
+    async def names(self, request: Request) -> Response:
         return JSONResponse({**shipped(), "capacity": capacity_available()}, headers=SECURITY)
 
-    routes = [Route("/", page), Route("/static/{name}", static),
-              Route("/api/shipped", names), Route("/api/run", run, methods=["POST"]),
-              Route("/api/detail", detail, methods=["POST"]),
-              Route("/api/jobs", start_job, methods=["POST"]),
-              Route("/api/jobs/{job_id}", job, methods=["GET", "DELETE"])]
+
+def create_app(workers: int = 2, timeout_s: float = 20.0, queue: int = 32,
+               cache_size: int = 256, job_timeout_s: float = 300.0,
+               context: str = "spawn", hosts: list[str] | None = None) -> Starlette:
+    """The application; ``context`` is the multiprocessing start method of its workers,
+    ``hosts`` the Host headers it answers (None: any; see :func:`allowed_hosts`)."""
+    srv = _Server(workers, timeout_s, queue, cache_size, job_timeout_s, context)
+    routes = [Route("/", srv.page), Route("/static/{name}", srv.static),
+              Route("/api/shipped", srv.names), Route("/api/run", srv.run, methods=["POST"]),
+              Route("/api/detail", srv.detail, methods=["POST"]),
+              Route("/api/jobs", srv.start_job, methods=["POST"]),
+              Route("/api/jobs/{job_id}", srv.job, methods=["GET", "DELETE"])]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)] if hosts else []
-    return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+    return Starlette(routes=routes, lifespan=srv.lifespan, middleware=middleware)
 
 
 def allowed_hosts(bind: str) -> list[str] | None:
