@@ -156,3 +156,15 @@ def test_timeline_is_the_simpy_replays_compute_lane():
                                      variability=False)
     ref = compute.timeline(engine, 4)["spans"]
     assert sorted(map(tuple, spans)) == sorted(map(tuple, ref)) and len(ref) > 100
+
+
+def test_serve_on_a_port_in_use_is_one_line_exit_2(capsys):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        assert main(["serve", "--port", str(s.getsockname()[1])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("clustersim: error: --port = ") and "cannot listen" in err
+    assert len(err.splitlines()) == 1

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 
+from ..errors import ConfigError
 from ..optional import require
 
 NAME = "serve"
@@ -22,14 +24,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="time budget of one simulation, seconds (default 20)")
 
 
+def _check_listen(host: str, port: int) -> None:
+    """A one-line error now, rather than the server's log line later, when the address
+    cannot be listened on (a port in use, a host that is not this machine's)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(infos[0][4])
+    except OSError as exc:
+        raise ConfigError("--port", port, f"cannot listen on {host}:{port}: "
+                          f"{exc.strerror or exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from .common import check_numbers
 
     check_numbers(args, port="nonnegative", workers="positive", timeout="positive")
     if args.port > 65535:
-        from ..errors import ConfigError
-
         raise ConfigError("--port", args.port, "must be from 0 to 65535")
+    _check_listen(args.host, args.port)
     require("starlette", "serve")
     uvicorn = require("uvicorn", "serve")
     from ..web.app import allowed_hosts, create_app
