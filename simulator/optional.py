@@ -22,6 +22,8 @@ EXTRAS = {
     "distributed": ("dask", "the dask executor"),
     "pyarrow": ("parquet", "Parquet output"),
     "torch": ("bench", "clustersim bench-kernels"),
+    "starlette": ("web", "clustersim serve"),
+    "uvicorn": ("web", "clustersim serve"),
 }
 
 

@@ -55,7 +55,7 @@ def test_internal_bug_keeps_its_traceback(monkeypatch):
     def broken(*_a, **_k):
         raise ZeroDivisionError("a bug, not a user mistake")
 
-    monkeypatch.setattr(run_cmd, "simulate_resolved", broken)
+    monkeypatch.setattr(run_cmd, "run_result", broken)
     with pytest.raises(ZeroDivisionError):
         main(["run", "tiny", "-t", "dgx-h100"])
 

@@ -31,6 +31,7 @@ LAYERS: list[set[str]] = [
     {"sweep"},
     {"capacity"},
     {"studies", "calibrate"},
+    {"web"},
     {"cli"},
     {"__main__", "__init__"},
 ]

@@ -58,6 +58,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                   "calibrated topology"),
     "bench-kernels": ("simulator.cli.bench_kernels", "time GEMM and attention kernels on this "
                       "GPU with torch and write the CSV `clustersim calibrate` reads"),
+    "serve": ("simulator.cli.serve", "serve a what-if page in the browser: edit a plan, see "
+              "step time, memory, timeline"),
 }
 
 

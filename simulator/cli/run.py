@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..api import resolve, simulate_resolved
+from ..api import resolve
 from ..metrics import CAUSAL_GAP, Result
+from ..reliability.result import json_text, run_result
 from .common import add_config_arguments, add_format_argument, emit, output_format, overrides
 
 NAME = "run"
@@ -33,20 +34,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     w, t = resolve(args.workload, args.topology, overrides(args.set),
                    overrides(args.set_topology))
-    result, plan, _ = simulate_resolved(w, t, variability=not (args.ideal or args.variability))
-    if args.variability:
-        # on request only: the time-to-train models (~10 ms of imports) are not on the
-        # default path, which issue 16 keeps within 1.6x of the bare import floor
-        from ..reliability.run import with_variability
-
-        result = with_variability(result, plan.engine_input, w, t, args.steps)
+    result = run_result(w, t, args.ideal, args.variability, args.steps)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     fmt = output_format(args)
     if not result.fits_in_memory and fmt == "table":
         print("warning: the plan does not fit in GPU memory; its timing assumes it did "
               "(see `clustersim memory`)", file=sys.stderr)
-    emit(args, result.to_json() + "\n" if fmt == "json" else format_table(result))
+    emit(args, json_text(result) if fmt == "json" else format_table(result))
     return 0
 
 
