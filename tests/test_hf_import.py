@@ -59,7 +59,7 @@ QWEN2_57B_A14B = {"architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 3584,
 
 def test_llama3_8b_config_gives_exactly_the_shipped_model_section():
     shipped = yaml.safe_load((ROOT / "workloads" / "llama3-8b.yaml").read_text())["model"]
-    assert load_hf_model(LLAMA3_8B) == shipped
+    assert load_hf_model(LLAMA3_8B, seq_length=8192) == shipped
 
 
 def test_hf_config_key_in_a_workload_yaml(tmp_path):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
 from .. import __version__
 from ..errors import ConfigError
@@ -90,6 +91,15 @@ def build_parser(command: str | None = None, siblings: bool = True) -> argparse.
     return parser
 
 
+def _show_note(message, category, *rest, _show=warnings.showwarning, **kw) -> None:
+    """A ``...Note`` warning (a visible default, e.g. ``simulator.config.hf.HFNote``) is
+    one ``note:`` line on stderr; any other warning is shown as Python shows it."""
+    if category.__name__.endswith("Note"):
+        print(f"note: {message}", file=sys.stderr)
+    else:
+        _show(message, category, *rest, **kw)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = chosen_command(argv)
@@ -100,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args._run(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_note
+            return int(args._run(args) or 0)
     except ConfigError as exc:
         print(f"clustersim: error: {exc.message()}", file=sys.stderr)
         return 2

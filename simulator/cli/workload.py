@@ -3,7 +3,9 @@
 The model section is mapped from ``--from-hf`` (see :mod:`simulator.config.hf`
 for the key table); the parallel plan and training settings come from
 ``--plan``: a workload YAML or shipped name (its ``parallelism`` and
-``training`` sections are used; its model is replaced). The result is
+``training`` sections are used, and its ``model.seq_length`` as the training sequence
+length unless ``--set model.seq_length=N`` says otherwise, with a note; its model is
+replaced). The result is
 validated as a whole before it is written, so a plan that does not suit the
 model (heads not divisible by TP, say) is refused with the field named.
 """
@@ -11,6 +13,7 @@ model (heads not divisible by TP, say) is refused with the field named.
 from __future__ import annotations
 
 import argparse
+import sys
 
 import yaml
 
@@ -40,11 +43,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def build(args: argparse.Namespace) -> dict:
     """The workload document: mapped model + the plan's parallelism and training."""
-    model = load_hf_model(args.from_hf, args.name)
     plan, _, _ = read_document(args.plan, "workloads")
+    sets = overrides(args.set)
+    planned = (plan.get("model") or {}).get("seq_length") \
+        if isinstance(plan.get("model"), dict) else None
+    if "model.seq_length" in sets:
+        seq, source = sets["model.seq_length"], " (--set)"
+    else:
+        seq, source = planned, f" (from --plan {args.plan})"
+    model = load_hf_model(args.from_hf, args.name, seq, source)
+    if "model.seq_length" not in sets and planned is not None:
+        print(f"note: model.seq_length = {planned} from --plan {args.plan} (a config.json "
+              "holds no training length; --set model.seq_length=N to change it)",
+              file=sys.stderr)
     doc = {"model": model, "parallelism": plan.get("parallelism", {}),
            "training": plan.get("training", {})}
-    out = apply_overrides(doc, overrides(args.set))
+    out = apply_overrides(doc, sets)
     load_workload(out)  # refuse a plan that does not suit the model, naming the field
     return out
 
