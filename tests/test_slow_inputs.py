@@ -30,3 +30,19 @@ def test_an_alias_bomb_still_blames_aliases(monkeypatch):
         f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcd", "bcde"))
     with pytest.raises(ConfigError, match="alias"):
         parse_yaml(TINY + bomb, "w.yaml")
+
+
+def test_routing_to_every_expert_draws_nothing():
+    """router_topk = num_experts (DeepSeek-V3 with 256 of 256) used to score every token
+    against every expert with Gumbel noise (45 s); every expert simply gets every token."""
+    import numpy as np
+
+    from simulator.moe.batch import topk_counts_rows
+    from simulator.moe.sampling import rng_for, topk_counts
+
+    rng = rng_for(0, 1)
+    before = rng.bit_generator.state
+    logits = 3.0 * np.random.default_rng(1).standard_normal((61, 256))
+    assert (topk_counts_rows(logits, 4096, 256, rng) == 4096).all()
+    assert (topk_counts(logits[0], 4096, 256, rng) == 4096).all()
+    assert rng.bit_generator.state == before
