@@ -32,7 +32,8 @@ class ConfigError(ValueError):
         """``source: field = value: allowed``, always on one line."""
         where = f"{self.source}: " if self.source else ""
         shown = _short_repr(self.value)
-        return _one_line(f"{where}{self.field} = {shown}: {self.allowed}")
+        field = self.field if str(self.field).strip() else "(a field with no name)"
+        return _one_line(f"{where}{field} = {shown}: {self.allowed}")
 
 
 def _one_line(text: str) -> str:

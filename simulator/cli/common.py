@@ -68,22 +68,49 @@ def check_numbers(args: argparse.Namespace, **limits: str) -> None:
                               + ("> 0" if rule == "positive" else ">= 0"))
 
 
+# -o's extension -> the format it names (a table is plain text)
+EXTENSIONS = {"json": "json", "csv": "csv", "txt": "table", "text": "table"}
+
+
 def add_format_argument(p: argparse.ArgumentParser, choices: tuple[str, ...],
                         default: str = "table") -> None:
     """``--format`` and ``-o/--output``: the format defaults to ``-o``'s extension when it
-    names one of ``choices`` (``-o r.json``), else to ``default``."""
+    names one of ``choices`` (``-o r.json``), else to ``default``; an extension naming
+    another format (``-o r.png``, ``-o r.csv`` where there is no CSV) is refused."""
+    exts = ", ".join(f".{e}" for e, f in EXTENSIONS.items() if f in choices)
     p.add_argument("--format", choices=choices, default=None,
                    help=f"output format (default: from -o's extension, else {default})")
-    add_output_argument(p)
+    add_output_argument(p, what=f"the result ({exts}, or no extension for the default)")
     p.set_defaults(_formats=choices, _format_default=default)
 
 
+def check_extension(path: str | None, allowed: dict[str, str], option: str = "--output") -> str:
+    """The format ``path``'s extension names among ``allowed`` (extension -> format; ``""``
+    for a name without one), else a ConfigError listing the allowed extensions."""
+    if path is None:
+        return allowed.get("", "")
+    ext = Path(path).suffix.lstrip(".").lower()
+    if ext in allowed:
+        return allowed[ext]
+    listed = ", ".join(f".{e}" for e in allowed if e) or "none"
+    raise ConfigError(option, path, f"the extension {'.' + ext if ext else '(none)'} names no "
+                      f"format this command writes; use {listed}"
+                      + (" or a name without extension" if "" in allowed else ""))
+
+
 def output_format(args: argparse.Namespace) -> str:
-    """The format asked for, else the one ``-o``'s extension names, else the default."""
-    if args.format:
-        return args.format
-    ext = Path(args.output).suffix.lstrip(".").lower() if args.output else ""
-    return ext if ext in args._formats else args._format_default
+    """The format asked for, else the one ``-o``'s extension names, else the default.
+
+    An extension that names no format of this command is an error (``-o r.png`` would
+    otherwise hold a text table); so is one contradicting ``--format``."""
+    if not args.output:
+        return args.format or args._format_default
+    allowed = {e: f for e, f in EXTENSIONS.items() if f in args._formats}
+    implied = check_extension(args.output, {"": "", **allowed})
+    if args.format and implied and implied != args.format:
+        raise ConfigError("--output", args.output, f"its extension names {implied} but "
+                          f"--format is {args.format}; make them agree")
+    return args.format or implied or args._format_default
 
 
 def emit(args: argparse.Namespace, text: str) -> None:

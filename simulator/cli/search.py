@@ -59,17 +59,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _sizes(text: str, option: str = "--micro-batch-sizes") -> tuple[int, ...]:
     try:
-        sizes = tuple(int(x) for x in text.split(",") if x.strip())
+        sizes = tuple(int(x) for x in text.split(","))  # an empty entry (8,,16) is an error
     except ValueError:
         sizes = ()
     if not sizes or min(sizes) < 1:
-        raise ConfigError(option, text, "expected positive integers, e.g. 1,2,4")
+        raise ConfigError(option, text, "expected positive integers separated by single "
+                          "commas, e.g. 1,2,4")
     return sizes
 
 
 def run(args: argparse.Namespace) -> int:
     check_numbers(args, top="positive", max_context="positive", max_simulations="positive",
                   workers="positive")
+    output_format(args)  # a bad -o is refused before the search, not after
     results = search(args.workload, args.topology, list(_sizes(args.gpus, "--gpus")), args.top,
                     executor=args.executor, scheduler=args.scheduler, workers=args.workers,
                     store=args.store, overrides=overrides(args.set),

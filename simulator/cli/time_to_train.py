@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if args.seed is not None and args.seed < 0:
         raise ConfigError("--seed", args.seed, "an integer >= 0")
     check_numbers(args, price_per_gpu_hour="nonnegative")
+    output_format(args)  # a bad -o is refused before the simulation
     for option, value in (("--runs", args.runs), ("--steps", args.steps)):
         if not 1 <= value <= MAX_MC:
             raise ConfigError(option, value, f"an integer from 1 to {MAX_MC:,}")
