@@ -12,6 +12,7 @@ import json
 from ..config import Workload, load_topology, load_workload
 from ..hardware import Topology
 from ..memory import COMPONENTS, MemoryReport, estimate_memory
+from ..memory.model import capacity_text
 from .common import (
     add_config_arguments,
     add_format_argument,
@@ -103,7 +104,7 @@ def render_table(report: MemoryReport, workload: str, topo: Topology) -> str:
     cols = ["stage", *(_SHORT[c] for c in COMPONENTS), "total", "fits"]
     cols += ["host"] if host else []
     lines = [f"{workload} on {topo.name} ({topo.gpu.name}, "
-             f"{report.capacity_bytes / 1e9:.4g} GB per GPU), memory in GB",
+             f"{capacity_text(report.capacity_bytes)} per GPU), memory in GB",
              "  ".join(f"{c:>7}" for c in cols)]
     for st in report.stages:
         cells = [f"{st.stage:>7d}"] + [f"{v:>7.2f}" for v in st.breakdown_GB().values()]
