@@ -58,3 +58,31 @@ def test_capacity_reads_as_usable_and_in_gib(capsys):
     assert cli(["memory", "tiny", "-t", "dgx-h100"]) == 0
     out = capsys.readouterr().out
     assert "85.52 GB usable = 79.65 GiB" in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "tiny", "-t", "dgx-h100", "--format", "json"],
+    ["time-to-train", "tiny", "-t", "dgx-h100", "--tokens", "1e9", "--runs", "2", "--steps",
+     "2", "--format", "json"],
+])
+def test_gpus_sets_the_data_parallel_size(argv, capsys):
+    assert cli([*argv, "--gpus", "16"]) == 0  # tiny: TP2 PP2 -> DP 4
+    assert json.loads(capsys.readouterr().out)["num_gpus"] == 16
+    assert cli([*argv, "--gpus", "8", "--set", "parallelism.tensor=1"]) == 0  # DP 4 again
+    assert json.loads(capsys.readouterr().out)["num_gpus"] == 8
+
+
+def test_gpus_on_plot_timeline(tmp_path):
+    out = tmp_path / "t.png"
+    assert cli(["plot", "timeline", "tiny", "-t", "dgx-h100", "--gpus", "8", "-o",
+                str(out)]) == 0
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("extra, says", [([], "multiple of TP x PP x CP = 2 x 2 x 1 = 4"),
+                                         (["--set", "parallelism.data=1"], "give one of them")])
+def test_gpus_that_do_not_divide_are_one_line(extra, says, capsys):
+    n = "6" if not extra else "8"
+    assert cli(["run", "tiny", "-t", "dgx-h100", "--gpus", n, *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--gpus" in err and says in err

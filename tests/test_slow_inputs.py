@@ -27,7 +27,7 @@ def test_a_huge_list_is_refused_as_written_not_blamed_on_aliases(form, monkeypat
 def test_an_alias_bomb_still_blames_aliases(monkeypatch):
     monkeypatch.setattr(loader, "MAX_VALUES", 3000)
     bomb = "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
-        f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcd", "bcde"))
+        f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcd", "bcde", strict=True))
     with pytest.raises(ConfigError, match="alias"):
         parse_yaml(TINY + bomb, "w.yaml")
 

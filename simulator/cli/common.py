@@ -23,10 +23,15 @@ TOPOLOGY_HELP = ("topology YAML path or shipped name (dgx-a100, dgx-h100, dgx-b2
                  "gb200-nvl72, gb300-nvl72; `clustersim list` shows them)")
 
 
-def add_config_arguments(p: argparse.ArgumentParser, workload: bool = True) -> None:
+def add_config_arguments(p: argparse.ArgumentParser, workload: bool = True,
+                         gpus: bool = True) -> None:
     if workload:
         p.add_argument("workload", help="workload YAML path or shipped name (e.g. llama3-8b)")
     p.add_argument("--topology", "-t", required=True, help=TOPOLOGY_HELP)
+    if workload and gpus:
+        p.add_argument("--gpus", type=int, default=None, metavar="N",
+                       help="GPUs in the job: sets the data-parallel size to N / (TP x PP x "
+                            "CP) of the workload (after --set); N must be a multiple of it")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a workload field, e.g. parallelism.tensor=4 (repeatable)")
     p.add_argument("--set-topology", action="append", default=[], metavar="FIELD=VALUE",
@@ -47,6 +52,35 @@ def add_output_argument(p: argparse.ArgumentParser, required: bool = False,
 
 def overrides(items: list[str]) -> dict[str, Any]:
     return dict(parse_override(i) for i in items)
+
+
+def workload_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """``--set`` overrides, plus ``parallelism.data`` from ``--gpus N`` when given:
+    N / (TP x PP x CP) of the workload as ``--set`` leaves it; ConfigError naming
+    ``--gpus`` when N is not a multiple of that or contradicts ``--set parallelism.data``."""
+    sets = overrides(args.set)
+    n = getattr(args, "gpus", None)
+    if n is None:
+        return sets
+    from ..config.loader import apply_overrides, read_document
+
+    if n < 1:
+        raise ConfigError("--gpus", n, "a number of GPUs >= 1")
+    doc = apply_overrides(read_document(args.workload, "workloads")[0], sets)
+    par = doc.get("parallelism") if isinstance(doc.get("parallelism"), dict) else {}
+    sizes = [par.get(k) or 1 for k in ("tensor", "pipeline", "context")]
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in sizes):
+        return sets  # the workload's own validation names the bad field
+    tp, pp, cp = sizes
+    per = tp * pp * cp
+    if n % per:
+        raise ConfigError("--gpus", n, f"must be a multiple of TP x PP x CP = {tp} x {pp} x "
+                          f"{cp} = {per} (the data-parallel size is N / {per}); or --set "
+                          "parallelism.tensor/pipeline/context")
+    if sets.get("parallelism.data", n // per) != n // per:
+        raise ConfigError("--gpus", n, f"gives data-parallel size {n // per}, but --set "
+                          f"parallelism.data={sets['parallelism.data']}; give one of them")
+    return {**sets, "parallelism.data": n // per}
 
 
 def check_numbers(args: argparse.Namespace, **limits: str) -> None:

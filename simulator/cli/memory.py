@@ -20,6 +20,7 @@ from .common import (
     emit,
     output_format,
     overrides,
+    workload_overrides,
 )
 
 NAME = "memory"
@@ -40,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_numbers(args, expert_load_factor="positive")
-    w = load_workload(args.workload, overrides(args.set))
+    w = load_workload(args.workload, workload_overrides(args))
     topo = Topology.from_config(load_topology(args.topology, overrides(args.set_topology)))
     report = estimate_memory(w, topo, expert_load_factor=args.expert_load_factor)
     if output_format(args) == "json":

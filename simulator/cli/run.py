@@ -7,7 +7,14 @@ import sys
 
 from ..api import resolve, simulate_resolved
 from ..metrics import Result
-from .common import add_config_arguments, add_format_argument, emit, output_format, overrides
+from .common import (
+    add_config_arguments,
+    add_format_argument,
+    emit,
+    output_format,
+    overrides,
+    workload_overrides,
+)
 
 NAME = "run"
 HELP = "simulate one training step of WORKLOAD on a topology"
@@ -31,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    w, t = resolve(args.workload, args.topology, overrides(args.set),
+    w, t = resolve(args.workload, args.topology, workload_overrides(args),
                    overrides(args.set_topology))
     result, plan, _ = simulate_resolved(w, t, variability=not (args.ideal or args.variability))
     if args.variability:

@@ -42,7 +42,7 @@ HELP = "rank every parallel plan of WORKLOAD on N GPUs by simulated throughput"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_config_arguments(p)
+    add_config_arguments(p, gpus=False)
     p.add_argument("--gpus", required=True, metavar="N[,N...]",
                    help="number of GPUs; several, comma-separated, search each in turn")
     p.add_argument("--top", type=int, default=10, help="plans to show (default 10)")

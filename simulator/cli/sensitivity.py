@@ -7,8 +7,8 @@ import json
 from dataclasses import asdict
 
 from ..api import resolve, simulate_resolved
-from ..report.tornado import tornado_figure
 from ..errors import ConfigError
+from ..report.tornado import tornado_figure
 from ..sensitivity import DEFAULT_STEP, check_only, describe, sensitivity
 from .common import (
     add_config_arguments,
@@ -17,6 +17,7 @@ from .common import (
     emit,
     output_format,
     overrides,
+    workload_overrides,
 )
 
 NAME = "sensitivity"
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     output_format(args)  # refuse a bad -o before the minutes of simulations
     if args.figure:
         check_extension(args.figure, {"png": "png", "svg": "svg"}, "--figure")
-    w, t = resolve(args.workload, args.topology, overrides(args.set),
+    w, t = resolve(args.workload, args.topology, workload_overrides(args),
                    overrides(args.set_topology))
     check_only(t, args.only, "--only")
     base = simulate_resolved(w, t)[0]

@@ -13,10 +13,10 @@ import argparse
 import sys
 from collections import Counter
 
+from ..errors import ConfigError
 from ..optional import require
 from ..sweep import load_sweep, sweep_table, write_csv, write_parquet
 from ..sweep.executors import KINDS
-from ..errors import ConfigError
 from .common import check_extension, check_numbers
 
 NAME = "sweep"

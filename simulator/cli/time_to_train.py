@@ -21,6 +21,7 @@ from .common import (
     emit,
     output_format,
     overrides,
+    workload_overrides,
 )
 
 NAME = "time-to-train"
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if args.save_interval is not None and args.save_interval < 1:
         raise ConfigError("--save-interval", args.save_interval, "an integer >= 1 (steps)")
     r = time_to_train(args.workload, args.topology, _tokens(args.tokens),
-                      overrides=overrides(args.set),
+                      overrides=workload_overrides(args),
                       topology_overrides=overrides(args.set_topology), seed=args.seed,
                       price_per_gpu_hour=args.price_per_gpu_hour,
                       save_interval=args.save_interval, async_save=args.async_save,

@@ -349,8 +349,9 @@ def apply_overrides(data: dict, overrides: dict[str, Any] | None) -> dict:
     for dotted, value in (overrides or {}).items():
         parts = str(dotted).split(".")
         if not all(parts):
-            raise ConfigError("override", f"{dotted}={value!r}", "the field path needs a name between "
-                              "the dots, before and after them (e.g. parallelism.tensor)")
+            raise ConfigError("override", f"{dotted}={value!r}", "the field path needs a "
+                              "name between the dots, before and after them (e.g. "
+                              "parallelism.tensor)")
         node: Any = out
         for part in parts[:-1]:
             node = _child(node, part, dotted, value)

@@ -119,7 +119,7 @@ class MemoryReport:
     def explain(self) -> str:
         """One sentence: worst stage, need vs capacity, margin, biggest component."""
         st = self.worst
-        need, cap = st.total / GB, self.capacity_bytes / GB
+        need = st.total / GB
         margin = self.margin_bytes / GB
         head = f" with {self.headroom_bytes / GB:g} GB headroom" if self.headroom_bytes else ""
         free = f"{-margin:.1f} GB over{head}" if margin < 0 else f"{margin:.1f} GB free{head}"

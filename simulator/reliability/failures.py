@@ -176,10 +176,8 @@ def simulate_runs(work: float, tau: float, delta: float, restart: float,
             + _lost_time(rng, k_restart, total, restart, exact))
     n = fails + k_restart
     p = np.array([rates[c] for c in causes]) / total
-    if drawn < 2**62:
-        split = rng.multinomial(n.astype(np.int64), p)
-    else:
-        split = n[:, None] * p[None, :]
+    exact_split = drawn < 2**62  # else in proportion: counts past int64
+    split = rng.multinomial(n.astype(np.int64), p) if exact_split else n[:, None] * p[None, :]
     method = "exact" if exact else (
         f"approximate: {drawn:.3g} failure-time draws over {EXACT_DRAWS:,}, so each run's "
         "lost time is a gamma of the same mean and variance")
