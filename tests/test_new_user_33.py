@@ -86,3 +86,23 @@ def test_gpus_that_do_not_divide_are_one_line(extra, says, capsys):
     assert cli(["run", "tiny", "-t", "dgx-h100", "--gpus", n, *extra]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--gpus" in err and says in err
+
+
+def test_every_figure_a_report_links_is_an_image():
+    """reports/sensitivity.md linked a text table saved as .png (issue 33.8)."""
+    import re
+    from pathlib import Path
+
+    reports = Path(__file__).resolve().parents[1] / "reports"
+    checked = 0
+    for md in reports.glob("*.md"):
+        for target in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", md.read_text()):
+            path = (md.parent / target).resolve()
+            if not path.is_file():
+                continue
+            head = path.read_bytes()[:256]
+            ok = head.startswith(b"\x89PNG") if path.suffix == ".png" else b"<svg" in head \
+                or head.startswith(b"<?xml")
+            assert ok, f"{md.name} links {target}, which is not a {path.suffix} image"
+            checked += 1
+    assert checked > 0
