@@ -102,7 +102,7 @@ def sensitivity(workload: Ref, topology: str | Path | dict | TopologyConfig,
     >>> min(r.step_time for r in rows) < 0
     True
     """
-    if not 0 < step < 1:
+    if isinstance(step, bool) or not isinstance(step, int | float) or not 0 < step < 1:
         raise ConfigError("step", step, "must be between 0 and 1 (a fraction, e.g. 0.1)")
     base_over = dict(topology_overrides or {})
     w, t = resolve(workload, topology, dict(overrides or {}), base_over)

@@ -80,3 +80,13 @@ def test_search_json_is_the_same_bytes_twice(tmp_path):
                     "--micro-batch-sizes", "1", "--max-context", "1", "-o", str(out)]) == 0
     assert outs[0].read_bytes() == outs[1].read_bytes()
     assert b"elapsed" not in outs[0].read_bytes()
+
+
+@pytest.mark.parametrize("step", ["x", None, True, [0.1]])
+def test_sensitivity_step_of_the_wrong_type_is_a_config_error(step):
+    """Found by the fuzz: a string step reached a bare comparison (TypeError)."""
+    from simulator.sensitivity import sensitivity
+
+    with pytest.raises(ConfigError) as err:
+        sensitivity("tiny", "dgx-h100", step=step, only=["gpu.peak"])
+    assert err.value.field == "step"

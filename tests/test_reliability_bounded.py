@@ -91,3 +91,21 @@ def test_cli_names_its_own_options(option, value, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"clustersim: error: {option} = ") and err.count("\n") == 1
     assert "mc_runs" not in err and "save_interval" not in err
+
+
+def test_an_interval_longer_than_the_run_is_one_segment_in_both_models():
+    """Found by the fuzz: save_interval 1e9 steps on a 1,000 GPU-day run overflowed and Daly's
+    fractional segment charged a checkpoint interval longer than the run itself."""
+    r = time_to_train("llama3-8b", "dgx-h100", 642065838620818.0, save_interval=10**9,
+                      mc_runs=1, mc_steps=1)
+    assert math.isfinite(r.days) and r.checkpoint["overhead_fraction"] == 0.0
+    assert r.monte_carlo["days_mean"] == pytest.approx(r.days, rel=1e-6)
+    work = 1e5
+    assert expected_wall(work, 1e9, 30.0, 300.0, 1e-5) == expected_wall(work, math.inf, 30.0,
+                                                                         300.0, 1e-5)
+
+
+@pytest.mark.parametrize("rate, length", [(1e-8, 8e9), (1.0, 1e6)])
+def test_truncated_moments_never_overflow(rate, length):
+    mean, var = trunc_exp_moments(rate, length)
+    assert math.isfinite(mean) and math.isfinite(var) and 0 < mean and 0 < var

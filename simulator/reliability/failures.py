@@ -68,8 +68,8 @@ def expected_wall(work: float, tau: float, delta: float, restart: float, rate: f
     ``rate`` interruptions per second."""
     if rate == 0.0:
         return work + (0.0 if math.isinf(tau) else delta * work / tau)
-    if math.isinf(tau):
-        tau, delta = work, 0.0  # one segment: the whole run
+    if math.isinf(tau) or tau >= work:
+        tau, delta = work, 0.0  # one segment, the whole run: no checkpoint is ever taken
     m = 1.0 / rate
     try:
         return m * math.exp(restart / m) * math.expm1((tau + delta) / m) * work / tau
@@ -97,8 +97,11 @@ def trunc_exp_moments(rate: float, length: float) -> tuple[float, float]:
     a = rate * length
     if a < 1e-4:  # series: uniform on [0, length) to second order (no cancellation)
         return length * (0.5 - a / 12.0), length * length * (1.0 / 12.0 - a * a / 720.0)
-    em = math.expm1(a)
-    return 1.0 / rate - length / em, 1.0 / rate**2 - length**2 * (em + 1.0) / em**2
+    if a > 700.0:  # exp(-a) underflows: the truncation no longer matters
+        return 1.0 / rate, 1.0 / rate**2
+    # e^a / (e^a - 1)^2 = 1 / (2 sinh(a/2))^2, which does not overflow where (e^a - 1)^2 does
+    return (1.0 / rate - length / math.expm1(a),
+            1.0 / rate**2 - (length / (2.0 * math.sinh(a / 2.0))) ** 2)
 
 
 def _fail_counts(rng: np.random.Generator, attempts: np.ndarray | float, rate: float,
@@ -110,9 +113,8 @@ def _fail_counts(rng: np.random.Generator, attempts: np.ndarray | float, rate: f
         return np.zeros(runs)
     p = math.exp(-rate * length)
     mean = n * math.expm1(rate * length)  # n (1 - p) / p
-    if float(mean.max()) > HUGE_COUNT:
-        sd = np.sqrt(mean / p)  # n (1 - p) / p^2
-        return np.maximum(0.0, np.round(mean + sd * rng.standard_normal(runs)))
+    if float(mean.max()) > HUGE_COUNT:  # relative spread 1/sqrt(mean) < 1e-6: the mean
+        return mean.copy()
     out = np.zeros(runs)
     some = n > 0
     out[some] = rng.negative_binomial(n[some], p)
@@ -131,8 +133,8 @@ def _lost_time(rng: np.random.Generator, counts: np.ndarray, rate: float, length
         x = -np.log1p(u * math.expm1(-rate * length)) / rate
         return np.bincount(idx, weights=x, minlength=len(counts))
     mean, var = trunc_exp_moments(rate, length)
-    out = np.zeros(len(counts))
-    some = counts > 0
+    out = counts * mean  # past HUGE_COUNT the relative spread is below 1e-6: the mean
+    some = (counts > 0) & (counts <= HUGE_COUNT)
     out[some] = rng.gamma(counts[some] * mean * mean / var, var / mean)
     return out
 
@@ -156,8 +158,8 @@ def simulate_runs(work: float, tau: float, delta: float, restart: float,
     if total == 0.0:
         wall = expected_wall(work, tau, delta, restart, 0.0)
         return RunDraws(np.full(runs, wall), {c: np.zeros(runs) for c in causes}, "exact")
-    if math.isinf(tau):
-        tau, delta = work, 0.0
+    if math.isinf(tau) or tau >= work:
+        tau, delta = work, 0.0  # as expected_wall: one segment, no checkpoint
     full = math.floor(work / tau)
     last, seg = work - full * tau, tau + delta
     if total * max(seg, last, restart) > 700.0:  # exp() overflows: no segment ever completes
