@@ -109,3 +109,11 @@ def test_an_interval_longer_than_the_run_is_one_segment_in_both_models():
 def test_truncated_moments_never_overflow(rate, length):
     mean, var = trunc_exp_moments(rate, length)
     assert math.isfinite(mean) and math.isfinite(var) and 0 < mean and 0 < var
+
+
+def test_a_cost_beyond_floating_point_names_the_price():
+    """Found by the fuzz: price 1e300 USD per GPU-hour gave cost Infinity in the JSON."""
+    with pytest.raises(ConfigError) as err:
+        time_to_train("tiny", "dgx-h100", 1e15, price_per_gpu_hour=1e300, mc_runs=1,
+                      mc_steps=1)
+    assert err.value.field == "price_per_gpu_hour"

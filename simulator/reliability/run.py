@@ -159,7 +159,7 @@ def time_to_train_resolved(w: Workload, t: TopologyConfig, tokens: float,
     compute_s = parts["compute"] + redone  # GPU-seconds at compute power
     it = it_energy_J(t, n, wall, compute_s)
     gpu_hours = n * wall / 3600.0
-    return TimeToTrain(
+    return _finite(TimeToTrain(
         workload=w.model.name, topology=t.name, num_gpus=n, tokens=tokens, seed=seed,
         step_time_ideal_s=steps.ideal_s, step_time_mean_s=steps.mean_s,
         step_time_p50_s=steps.p50_s, step_time_p99_s=steps.p99_s,
@@ -179,7 +179,23 @@ def time_to_train_resolved(w: Workload, t: TopologyConfig, tokens: float,
         monte_carlo=_monte_carlo(work, tau, ckpt.blocking_s, restart, rates_day, seed,
                                  mc_runs, steps),
         memory_per_gpu_GB=result.memory_per_gpu_GB, fits_in_memory=result.fits_in_memory,
-        notes=list(result.notes))
+        notes=list(result.notes)))
+
+
+def _finite(r: TimeToTrain) -> TimeToTrain:
+    """``r``, or a ConfigError when a figure left floating point's range (a run of 1e300
+    tokens, a price of 1e300 USD): the input named, not Infinity in the JSON."""
+    bad = [k for k, v in r.to_dict().items() if isinstance(v, float) and not math.isfinite(v)]
+    bad += [f"monte_carlo.{k}" for k, v in r.monte_carlo.items()
+            if isinstance(v, float) and not math.isfinite(v)]
+    if not bad:
+        return r
+    if bad == ["cost_usd"]:
+        raise ConfigError("price_per_gpu_hour", r.price_per_gpu_hour,
+                          f"gives a cost beyond floating point ({r.gpu_hours:.3g} GPU-hours); "
+                          "a price per GPU-hour in USD")
+    raise ConfigError("tokens", r.tokens, f"gives {', '.join(bad)} beyond floating point's "
+                      "range; train on fewer tokens")
 
 
 def _restart_time(rate: float, restart: float) -> float:
