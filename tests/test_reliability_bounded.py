@@ -117,3 +117,9 @@ def test_a_cost_beyond_floating_point_names_the_price():
         time_to_train("tiny", "dgx-h100", 1e22, price_per_gpu_hour=1e300, mc_runs=1,
                       mc_steps=1)
     assert err.value.field == "price_per_gpu_hour"
+
+
+def test_cli_errors_from_the_api_use_the_option_names(capsys):
+    assert main(["time-to-train", "tiny", "-t", "dgx-h100", "--tokens", "1e22", "--runs", "1",
+                 "--steps", "1", "--price-per-gpu-hour", "1e300"]) == 2
+    assert capsys.readouterr().err.startswith("clustersim: error: --price-per-gpu-hour = ")

@@ -25,6 +25,9 @@ from .common import (
 )
 
 NAME = "time-to-train"
+OPTIONS = {"tokens": "--tokens", "price_per_gpu_hour": "--price-per-gpu-hour",
+           "save_interval": "--save-interval", "mc_runs": "--runs", "mc_steps": "--steps",
+           "seed": "--seed"}  # time_to_train's parameters, as this command spells them
 HELP = "Days, GPU-hours, interruptions, goodput, energy and cost to train on N tokens."
 
 
@@ -63,12 +66,17 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(option, value, f"an integer from 1 to {MAX_MC:,}")
     if args.save_interval is not None and args.save_interval < 1:
         raise ConfigError("--save-interval", args.save_interval, "an integer >= 1 (steps)")
-    r = time_to_train(args.workload, args.topology, _tokens(args.tokens),
-                      overrides=workload_overrides(args),
-                      topology_overrides=overrides(args.set_topology), seed=args.seed,
-                      price_per_gpu_hour=args.price_per_gpu_hour,
-                      save_interval=args.save_interval, async_save=args.async_save,
-                      mc_runs=args.runs, mc_steps=args.steps)
+    try:
+        r = time_to_train(args.workload, args.topology, _tokens(args.tokens),
+                          overrides=workload_overrides(args),
+                          topology_overrides=overrides(args.set_topology), seed=args.seed,
+                          price_per_gpu_hour=args.price_per_gpu_hour,
+                          save_interval=args.save_interval, async_save=args.async_save,
+                          mc_runs=args.runs, mc_steps=args.steps)
+    except ConfigError as exc:  # the API's parameter names -> this command's options
+        if exc.field in OPTIONS:
+            raise ConfigError(OPTIONS[exc.field], exc.value, exc.allowed, exc.source) from None
+        raise
     for note in r.notes:
         print(f"note: {note}", file=sys.stderr)
     if r.monte_carlo.get("method", "exact") != "exact":
