@@ -205,6 +205,9 @@ def ttt_call(kw: dict):
 
 def ttt_check(kw: dict, r: Any) -> list[str]:
     d = r.to_dict()
+    if r.interruptions == 0:  # no failures: no MTBF and no checkpoint interval (infinite)
+        d = {**d, "mtbf_hours": 0.0, "checkpoint": {**d["checkpoint"], "interval_s": 0.0,
+                                                    "interval_steps": 0.0}}
     bad = _finite_numbers(d)
     try:
         json.loads(r.to_json(), parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))

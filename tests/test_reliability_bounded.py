@@ -123,3 +123,18 @@ def test_cli_errors_from_the_api_use_the_option_names(capsys):
     assert main(["time-to-train", "tiny", "-t", "dgx-h100", "--tokens", "1e22", "--runs", "1",
                  "--steps", "1", "--price-per-gpu-hour", "1e300"]) == 2
     assert capsys.readouterr().err.startswith("clustersim: error: --price-per-gpu-hour = ")
+
+
+def test_json_is_strict_when_nothing_ever_fails():
+    """An infinite MTBF (no failures) was written as the non-JSON token Infinity."""
+    import json
+
+    ideal = {f"reliability.{k}": 0.0 for k in ("gpu_failures_per_gpu_day",
+                                               "node_failures_per_node_day",
+                                               "link_failures_per_gpu_day",
+                                               "software_failures_per_gpu_day")}
+    r = time_to_train("tiny", "dgx-h100", 1e9, topology_overrides=ideal, mc_runs=2,
+                      mc_steps=2)
+    assert math.isinf(r.mtbf_hours)
+    doc = json.loads(r.to_json(), parse_constant=lambda c: pytest.fail(f"non-JSON {c}"))
+    assert doc["mtbf_hours"] is None and doc["checkpoint"]["interval_s"] is None

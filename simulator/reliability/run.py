@@ -81,7 +81,20 @@ class TimeToTrain:
         return asdict(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, indent=2)
+        """Strict JSON: an infinite figure (the MTBF and checkpoint interval of a job that
+        never fails) is ``null``."""
+        return json.dumps(_null_infinite(self.to_dict()), sort_keys=True, indent=2,
+                          allow_nan=False)
+
+
+def _null_infinite(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _null_infinite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_null_infinite(v) for v in obj]
+    return obj
 
 
 def _check(tokens: float, price: float | None, save_interval: int | None, runs: int,
@@ -185,7 +198,8 @@ def time_to_train_resolved(w: Workload, t: TopologyConfig, tokens: float,
 def _finite(r: TimeToTrain) -> TimeToTrain:
     """``r``, or a ConfigError when a figure left floating point's range (a run of 1e300
     tokens, a price of 1e300 USD): the input named, not Infinity in the JSON."""
-    bad = [k for k, v in r.to_dict().items() if isinstance(v, float) and not math.isfinite(v)]
+    bad = [k for k, v in r.to_dict().items() if isinstance(v, float) and not math.isfinite(v)
+           and k != "mtbf_hours"]  # infinite without failures: a true value
     bad += [f"monte_carlo.{k}" for k, v in r.monte_carlo.items()
             if isinstance(v, float) and not math.isfinite(v)]
     if not bad:
