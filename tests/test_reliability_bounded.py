@@ -108,7 +108,7 @@ def test_an_interval_longer_than_the_run_is_one_segment_in_both_models():
 @pytest.mark.parametrize("rate, length", [(1e-8, 8e9), (1.0, 1e6)])
 def test_truncated_moments_never_overflow(rate, length):
     mean, var = trunc_exp_moments(rate, length)
-    assert math.isfinite(mean) and math.isfinite(var) and 0 < mean and 0 < var
+    assert math.isfinite(mean) and math.isfinite(var) and mean > 0 and var > 0
 
 
 def test_a_cost_beyond_floating_point_names_the_price():
