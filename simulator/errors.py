@@ -46,3 +46,9 @@ def _short_repr(value: Any, limit: int = 80) -> str:
     except Exception:  # a user object whose repr fails must not hide the real error
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Note(UserWarning):
+    """A visible default taken for the user (a training length, say): the CLI prints it as
+    one ``note:`` line on stderr whatever the warning filters say; the Python API leaves it
+    to :mod:`warnings`."""

@@ -22,7 +22,7 @@ import sys
 import warnings
 
 from .. import __version__
-from ..errors import ConfigError
+from ..errors import ConfigError, Note
 
 # name -> (module, one-line help). Keep the help equal to the module's HELP.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -92,9 +92,9 @@ def build_parser(command: str | None = None, siblings: bool = True) -> argparse.
 
 
 def _show_note(message, category, *rest, _show=warnings.showwarning, **kw) -> None:
-    """A ``...Note`` warning (a visible default, e.g. ``simulator.config.hf.HFNote``) is
+    """A :class:`~simulator.errors.Note` (a visible default, e.g. the HF import's) is
     one ``note:`` line on stderr; any other warning is shown as Python shows it."""
-    if category.__name__.endswith("Note"):
+    if issubclass(category, Note):
         print(f"note: {message}", file=sys.stderr)
     else:
         _show(message, category, *rest, **kw)
@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         with warnings.catch_warnings():
+            warnings.simplefilter("always", Note)  # notes show whatever -W / PYTHONWARNINGS
             warnings.showwarning = _show_note
             return int(args._run(args) or 0)
     except ConfigError as exc:

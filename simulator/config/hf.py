@@ -56,7 +56,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, Note
 from .files import read_text
 
 FIELD = "model.hf_config"
@@ -65,7 +65,7 @@ MAX_DIGITS = 4000  # below Python's int-from-text limit (4,300 digits)
 _MISSING = object()
 
 
-class HFNote(UserWarning):
+class HFNote(Note):
     """A visible default taken while mapping a config.json (the CLI prints it as a note)."""
 
 
