@@ -15,6 +15,8 @@ from simulator.config.hf import load_hf_model, model_from_hf
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA3_8B = ROOT / "tests" / "data" / "hf" / "llama3-8b" / "config.json"
+# the seq_length default's note (tests/test_hf_robust.py checks it)
+pytestmark = pytest.mark.filterwarnings("ignore::simulator.config.hf.HFNote")
 
 # Published config.json values (the keys the mapping reads).
 DEEPSEEK_V3 = {"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168,
