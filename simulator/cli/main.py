@@ -91,11 +91,16 @@ def build_parser(command: str | None = None, siblings: bool = True) -> argparse.
     return parser
 
 
+_NOTED: set[str] = set()
+
+
 def _show_note(message, category, *rest, _show=warnings.showwarning, **kw) -> None:
     """A :class:`~simulator.errors.Note` (a visible default, e.g. the HF import's) is
     one ``note:`` line on stderr; any other warning is shown as Python shows it."""
     if issubclass(category, Note):
-        print(f"note: {message}", file=sys.stderr)
+        if str(message) not in _NOTED:  # a document read twice notes once
+            _NOTED.add(str(message))
+            print(f"note: {message}", file=sys.stderr)
     else:
         _show(message, category, *rest, **kw)
 
