@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        _NOTED.clear()  # per command (tests call main() many times in one process)
         with warnings.catch_warnings():
             warnings.simplefilter("always", Note)  # notes show whatever -W / PYTHONWARNINGS
             warnings.showwarning = _show_note
