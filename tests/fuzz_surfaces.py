@@ -1,8 +1,8 @@
 """A table of fuzzed surfaces: each an input generator, a call and a check of its output.
 
 A surface is anything a user feeds input to: Hugging Face import, time-to-train,
-sensitivity (issue 33); capacity and calibration are added the same way, one
-:class:`Surface` in :data:`SURFACES`. For each drawn input the harness
+sensitivity and their command lines (issue 33); capacity and calibration are added the
+same way, one :class:`Surface` in :data:`SURFACES`. For each drawn input the harness
 (``tests/test_fuzz_surfaces.py``) calls the surface and accepts two outcomes only:
 
 * a :class:`simulator.ConfigError` on one line, naming a non-empty field;
@@ -275,8 +275,70 @@ def sens_check(kw: dict, rows: list) -> list[str]:
     return bad
 
 
+# --- the command line ---------------------------------------------------------------------
+
+CLI_VALUES = ["0", "-1", "1", "2", "1e22", "nan", "inf", "1e400", "", "x", "8,,16", "4.9",
+              "99999999999999999999"]
+
+
+@st.composite
+def cli_argv(draw) -> list[str]:
+    """``clustersim time-to-train / sensitivity / workload --from-hf / search`` with odd
+    option values and ``-o`` extensions."""
+    head = draw(st.sampled_from([
+        ["time-to-train", "tiny", "-t", "dgx-h100", "--tokens", "1e12", "--runs", "2",
+         "--steps", "2"],
+        ["sensitivity", "tiny", "-t", "dgx-h100", "--only", "gpu.peak"],
+        ["workload", "--from-hf", "tests/data/hf/llama3-8b/config.json", "--plan", "tiny"],
+        ["search", "tiny", "-t", "dgx-h100", "--executor", "serial", "--micro-batch-sizes",
+         "1", "--max-context", "1", "--gpus", "4"],
+        ["run", "tiny", "-t", "dgx-h100"]]))
+    options = {"time-to-train": ["--tokens", "--runs", "--steps", "--save-interval",
+                                 "--price-per-gpu-hour", "--seed", "--gpus"],
+               "sensitivity": ["--step", "--only", "--gpus"],
+               "workload": ["--set"], "search": ["--gpus", "--memory-headroom", "--top"],
+               "run": ["--gpus", "--steps"]}[head[0]]
+    argv = list(head)
+    for _ in range(draw(st.integers(0, 2))):
+        option = draw(st.sampled_from(options))
+        value = draw(st.sampled_from(CLI_VALUES))
+        argv += [option, f"model.seq_length={value}" if option == "--set" else value]
+    if draw(st.booleans()):
+        ext = draw(st.sampled_from(["json", "txt", "csv", "png", "yaml", "parquet", "x"]))
+        argv += ["-o", str(_TMP / f"out.{ext}")]
+    return argv
+
+
+def cli_call(argv: list[str]) -> tuple[int, str]:
+    """(exit status, stderr) of ``clustersim ARGV`` in process; exit 2 becomes a
+    ConfigError-like outcome for the harness only when its message is one line."""
+    import contextlib
+    import io
+
+    from simulator import ConfigError
+    from simulator.cli.main import main
+
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            rc = main(argv)
+        except SystemExit as exc:  # argparse's own errors
+            rc = exc.code if isinstance(exc.code, int) else 2
+    text = err.getvalue()
+    errors = [line for line in text.splitlines() if line.startswith("clustersim: error")]
+    if rc == 2 and len(errors) == 1:
+        raise ConfigError("argv", " ".join(argv)[-60:], errors[0])
+    return rc, text
+
+
+def cli_check(argv: list[str], outcome: tuple[int, str]) -> list[str]:
+    rc, err = outcome
+    return [] if rc == 0 else [f"exit {rc}: {err.strip()[-300:]}"]
+
+
 SURFACES: dict[str, Surface] = {
     "hf_import": Surface(hf_text(), hf_call, hf_check, examples=60),
     "time_to_train": Surface(ttt_input(), ttt_call, ttt_check, examples=25),
     "sensitivity": Surface(sens_input(), sens_call, sens_check, examples=6),
+    "cli": Surface(cli_argv(), cli_call, cli_check, examples=10),
 }
