@@ -2,7 +2,7 @@
 
 Times ``simulate`` on the Llama 3 405B pre-training plan (16,384 H100, TP8 PP16
 DP128, seq 8192, GBS 2048, MBS 1) and a few other shipped cases, single
-process, best of N after a warm-up, and writes its section of ``reports/benchmarks.md``.
+process, first call and warm best of N, and writes its section of ``reports/benchmarks.md``.
 
     python benchmarks/bench_step.py            # writes its section of reports/benchmarks.md
     python benchmarks/bench_step.py --no-write # print only
@@ -28,6 +28,7 @@ CPU time, median of 5, same run) and DeepSeek-V3 over the dense 405B.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import resource
@@ -59,7 +60,8 @@ CASES = [
     ("deepseek-v3", "dgx-h100", {}),
     ("narayanan2021-t2-530b-560g", "", {}),  # a validation case: MT-NLG 530B, PP35, 1,120 mbs
 ]
-OUT = Path(__file__).resolve().parents[1] / "reports" / "benchmarks.md"
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "reports" / "benchmarks.md"
 LONG = ["narayanan2021-t2-530b-560g", "narayanan2021-t2-530b-1120g", "narayanan2021-t2-530b-2240g",
         "narayanan2021-t1-1008b"]  # validation case ids: 1F1B, PP35 / PP64, 280-1,120 mbs
 SHIPPED = ["llama3-8b", "llama3-70b", "llama3-405b", "llama3-405b-long-context", "gpt3-175b",
@@ -230,18 +232,38 @@ def cases_section(repeats: int, top: int = 8) -> str:
         "", f"Slowest with the fold: {out[0][0] * 1e3:.1f} ms ({out[0][2]})."])
 
 
-def time_case(workload: str, topology: str, overrides: dict, repeats: int) -> tuple[float, int]:
-    w, t = _resolve_case(workload, topology, overrides)
-    simulate_resolved(w, t)  # warm-up (imports, caches)
-    best = float("inf")
-    events = 0
-    for _ in range(repeats):
-        clear_moe_caches()  # time a first simulation: MoE router tables drawn afresh
-        start = time.perf_counter()
-        _, _, run = simulate_resolved(w, t)
-        best = min(best, time.perf_counter() - start)
-        events = run.events
-    return best, events
+_FIRST = """
+import json, sys, time
+sys.path.insert(0, {bench!r})
+from bench_step import _resolve_case
+from simulator.api import simulate_resolved
+from simulator.workload.moe_costs import clear_moe_caches
+w, t = _resolve_case({workload!r}, {topology!r}, {overrides!r})
+start = time.perf_counter()
+_, _, run = simulate_resolved(w, t)
+first = time.perf_counter() - start
+best = float("inf")
+for _ in range({repeats}):
+    clear_moe_caches()  # a first simulation's MoE router tables, drawn afresh
+    start = time.perf_counter()
+    simulate_resolved(w, t)
+    best = min(best, time.perf_counter() - start)
+print(json.dumps([first, best, run.events]))
+"""
+
+
+def time_case(workload: str, topology: str, overrides: dict,
+              repeats: int) -> tuple[float, float, int]:
+    """(first call, warm best of ``repeats``, engine records) of ``simulate_resolved`` in a
+    fresh process, after the workload is resolved: the first call pays what a process
+    pays once per plan (lazy imports, the run-level variability replay's tables, caches);
+    the warm calls are what a search or sweep pays per configuration."""
+    code = _FIRST.format(bench=str(Path(__file__).resolve().parent), workload=workload,
+                         topology=topology, overrides=overrides, repeats=repeats)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    first, warm, events = json.loads(out.stdout.strip().splitlines()[-1])
+    return first, warm, events
 
 
 def main() -> None:
@@ -273,18 +295,22 @@ def main() -> None:
         return
     rows = []
     for workload, topo, ov in CASES:
-        wall, events = time_case(workload, topo, ov, args.repeats)
+        first, wall, events = time_case(workload, topo, ov, args.repeats)
         topo = topo or "(validation case)"
-        rows.append((workload, topo, wall, events))
-        print(f"{workload:28s} {topo:12s} {wall * 1e3:9.1f} ms  {events:7d} records")
+        rows.append((workload, topo, first, wall, events))
+        print(f"{workload:28s} {topo:12s} first {first * 1e3:9.1f} ms  warm {wall * 1e3:9.1f} "
+              f"ms  {events:7d} records")
     if args.no_write:
         return
     lines = [
         "## One simulated step (issue 2)",
         "",
-        "Regenerate with `python benchmarks/bench_step.py` (single process, best of "
-        f"{args.repeats} after a warm-up; wall time of `simulate_resolved`, i.e. plan "
-        "building, the SimPy replay and the metrics, excluding YAML parsing).",
+        "Regenerate with `python benchmarks/bench_step.py` (one fresh process per case; "
+        "wall time of `simulate_resolved`, i.e. plan building, the replay, the run-level "
+        "variability and the metrics, excluding imports and YAML parsing). *First call*: "
+        "the process's first simulation of the plan, what one `clustersim run` pays; "
+        f"*warm*: best of {args.repeats} repeats in the same process, what each "
+        "configuration of a search or sweep pays.",
         "",
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}.",
@@ -292,10 +318,12 @@ def main() -> None:
         "Target (issue 2): Llama 3 405B on 16,384 H100 (TP8 PP16 DP128, seq 8192, GBS 2048, "
         "MBS 1) under 2 s on one core.",
         "",
-        "| workload | topology | wall (ms) | engine records |",
-        "|---|---|---:|---:|",
+        "| workload | topology | first call (ms) | warm (ms) | first / warm "
+        "| engine records |",
+        "|---|---|---:|---:|---:|---:|",
     ]
-    lines += [f"| {w} | {t} | {wall * 1e3:.1f} | {ev} |" for w, t, wall, ev in rows]
+    lines += [f"| {w} | {t} | {first * 1e3:.1f} | {wall * 1e3:.1f} | {first / wall:.1f} "
+              f"| {ev} |" for w, t, first, wall, ev in rows]
     lines += ["", "Records are the intervals the engine emits (phases, p2p sends, gradient "
               "buckets, optimizer); the SimPy event count is of the same order. Cost grows "
               "with stages x micro-batches (and MoE router draws), not with GPU count.", ""]

@@ -1,7 +1,9 @@
 """clustersim: a discrete-event performance simulator for distributed LLM training.
 
-``import simulator`` loads numpy, pydantic-core and pyyaml only, so that
-``clustersim run`` starts close to the cost of importing those and simpy
+``import simulator`` loads nothing but this file and :mod:`simulator.errors`: the public
+functions load on first access (``from simulator import simulate`` loads numpy,
+pydantic-core and pyyaml with the API), so ``clustersim --version`` imports no simulator
+module and ``clustersim run`` starts close to the cost of importing those and simpy
 (``benchmarks/bench_startup.py``); simpy itself loads when a replay needs the
 event loop (traces, ``engine="simpy"``). The sweep machinery behind :func:`sweep`
 and :func:`search` (process pools, a SQLite store, and pandas for the tables
@@ -16,16 +18,15 @@ import sys
 import types
 from typing import Any
 
-from .api import plan, simulate
 from .errors import ConfigError
-from .metrics import Result
 from .version import __version__
 
 __all__ = ["ConfigError", "Result", "TimeToTrain", "__version__", "capacity", "plan", "search",
            "sensitivity", "simulate", "sweep", "time_to_train"]
 
 # Public functions defined in the ``simulator.sweep`` subpackage, loaded on first access.
-_LAZY = {"sweep": "simulator.sweep", "search": "simulator.sweep",
+_LAZY = {"plan": "simulator.api", "simulate": "simulator.api", "Result": "simulator.metrics",
+         "sweep": "simulator.sweep", "search": "simulator.sweep",
          "sensitivity": "simulator.sensitivity",
          "time_to_train": "simulator.reliability.run", "TimeToTrain": "simulator.reliability.run",
          "capacity": "simulator.capacity"}

@@ -32,7 +32,8 @@ class ConfigError(ValueError):
         """``source: field = value: allowed``, always on one line."""
         where = f"{self.source}: " if self.source else ""
         shown = _short_repr(self.value)
-        return _one_line(f"{where}{self.field} = {shown}: {self.allowed}")
+        field = self.field if str(self.field).strip() else "(a field with no name)"
+        return _one_line(f"{where}{field} = {shown}: {self.allowed}")
 
 
 def _one_line(text: str) -> str:
@@ -45,3 +46,9 @@ def _short_repr(value: Any, limit: int = 80) -> str:
     except Exception:  # a user object whose repr fails must not hide the real error
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Note(UserWarning):
+    """A visible default taken for the user (a training length, say): the CLI prints it as
+    one ``note:`` line on stderr whatever the warning filters say; the Python API leaves it
+    to :mod:`warnings`."""

@@ -19,6 +19,12 @@ directory); on Windows ``MoveFileEx`` with replace semantics. So:
 The temporary name keeps the target's suffix, so writers that infer the format
 from the extension (``matplotlib.savefig``, ``pandas.to_parquet``) work on it:
 
+A target that is not a regular file is never replaced: a symbolic link is followed
+(its final target is written atomically, the link stays a link) and a special file (a
+character or block device such as ``/dev/null``, a FIFO) is written in place, as the
+shell's ``>`` does, from a temporary in the system's temporary folder once the writer
+has finished; a socket or another kind is refused.
+
 >>> with atomic_path("fig.png") as tmp:      # doctest: +SKIP
 ...     figure.savefig(tmp)
 """
@@ -27,6 +33,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -106,21 +114,56 @@ def clean_stale_temporaries(target: Path) -> list[Path]:
     return removed
 
 
+def _resolve(target: Path) -> tuple[Path, int | None]:
+    """The path to write (a symlink's final target) and its file type (None: absent)."""
+    try:
+        if target.is_symlink():
+            target = Path(os.path.realpath(target))
+        is_dir = target.is_dir()
+        mode = target.stat().st_mode if target.exists() else None
+    except (OSError, ValueError) as exc:  # a name too long or too deep, a NUL byte, a loop
+        raise ConfigError("output", str(target), f"is not a usable path: {exc}") from None
+    if is_dir:
+        raise ConfigError("output", str(target), "is a directory; give a file name")
+    return target, None if mode is None else stat.S_IFMT(mode)
+
+
+@contextlib.contextmanager
+def _special_path(target: Path) -> Iterator[Path]:
+    """Yield a temporary path; on success copy it into the special file ``target``
+    (opened for writing without being replaced, as ``>`` does)."""
+    fd, tmp = tempfile.mkstemp(prefix="clustersim.", suffix=f".tmp{target.suffix}")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        try:
+            with open(tmp, "rb") as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        except OSError as exc:  # /dev/full: ENOSPC; a device that refuses writes
+            raise ConfigError("output", str(target),
+                              f"cannot be written: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success move it over ``path``.
 
     Raises :class:`ConfigError` (field ``output``) when the directory does not
-    exist or cannot be written, or ``path`` is a directory. An exception inside
-    the block removes the temporary file and propagates unchanged.
+    exist or cannot be written, ``path`` is a directory or a socket. An exception
+    inside the block removes the temporary file and propagates unchanged. A symlink
+    is followed; a device or FIFO is written in place (module docstring).
     """
-    target = Path(path)
-    try:
-        is_dir = target.is_dir()
-    except (OSError, ValueError) as exc:  # a name too long or too deep, a NUL byte
-        raise ConfigError("output", str(target), f"is not a usable path: {exc}") from None
-    if is_dir:
-        raise ConfigError("output", str(target), "is a directory; give a file name")
+    target, kind = _resolve(Path(path))
+    if kind in (stat.S_IFCHR, stat.S_IFBLK, stat.S_IFIFO):
+        with _special_path(target) as tmp:
+            yield tmp
+        return
+    if kind not in (None, stat.S_IFREG):
+        raise ConfigError("output", str(target), "is not a regular file, device or FIFO "
+                          "(a socket?); give a file name")
     clean_stale_temporaries(target)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.",
@@ -131,7 +174,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
                           f"cannot be written: {reason} ({target.parent})") from None
     os.close(fd)
     try:
-        existing = target.stat().st_mode & 0o7777 if target.exists() else _MODE
+        existing = target.stat().st_mode & 0o7777 if kind is not None else _MODE
         os.chmod(tmp, existing)
         yield Path(tmp)
         _fsync(tmp)

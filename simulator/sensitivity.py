@@ -102,10 +102,11 @@ def sensitivity(workload: Ref, topology: str | Path | dict | TopologyConfig,
     >>> min(r.step_time for r in rows) < 0
     True
     """
-    if not 0 < step < 1:
+    if isinstance(step, bool) or not isinstance(step, int | float) or not 0 < step < 1:
         raise ConfigError("step", step, "must be between 0 and 1 (a fraction, e.g. 0.1)")
     base_over = dict(topology_overrides or {})
     w, t = resolve(workload, topology, dict(overrides or {}), base_over)
+    check_only(t, only)
     base = _run(w, topology, base_over)
     rows = []
     for name, v in constants(t):
@@ -124,6 +125,18 @@ def sensitivity(workload: Ref, topology: str | Path | dict | TopologyConfig,
                                _elasticity(lo[0], hi[0], lo_x, hi_x),
                                _elasticity(lo[1], hi[1], lo_x, hi_x)))
     return sorted(rows, key=lambda r: (-abs(r.step_time), -abs(r.memory), r.name))
+
+
+def check_only(t: TopologyConfig, only: Sequence[str] | None, field: str = "only") -> None:
+    """Refuse a prefix of ``only`` that matches no constant of ``t`` (an empty table
+    would read as "nothing matters"), naming ``field`` and the constants there are."""
+    names = [name for name, _ in constants(t)]
+    for prefix in only or ():
+        if not any(name.startswith(prefix) for name in names):
+            heads = sorted({".".join(n.split(".")[:2 if n.startswith("tiers.") else 1])
+                            for n in names})
+            raise ConfigError(field, prefix, "matches no constant; paths start with "
+                              + ", ".join(heads) + " (`--all` lists every constant)")
 
 
 def describe(name: str, t: TopologyConfig | None = None) -> str:

@@ -138,3 +138,17 @@ def test_cli_run_validates_without_pydantics_model_layer():
              " or m.split('.')[0] in ('pydantic', 'annotated_types')))")
     out = _stdout(probe)
     assert out.splitlines()[-1] == "[]"
+
+
+def test_version_imports_no_simulator_module_beyond_the_cli():
+    """``clustersim --version`` answers from the package file (issue 33.7): no numpy, no
+    simulator module past ``errors``, ``version`` and the CLI's entry module."""
+    probe = ("import sys\nfrom simulator.cli.main import main\n"
+             "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in sys.modules if m.startswith('simulator')), "
+             "'numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip().endswith("False"), out
+    # simulator, .cli, .cli.main, .errors, .version (the one file the version is written in)
+    assert out.count("'simulator") == 5, out

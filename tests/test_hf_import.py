@@ -15,6 +15,8 @@ from simulator.config.hf import load_hf_model, model_from_hf
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA3_8B = ROOT / "tests" / "data" / "hf" / "llama3-8b" / "config.json"
+# the seq_length default's note (tests/test_hf_robust.py checks it)
+pytestmark = pytest.mark.filterwarnings("ignore::simulator.config.hf.HFNote")
 
 # Published config.json values (the keys the mapping reads).
 DEEPSEEK_V3 = {"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168,
@@ -59,7 +61,7 @@ QWEN2_57B_A14B = {"architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 3584,
 
 def test_llama3_8b_config_gives_exactly_the_shipped_model_section():
     shipped = yaml.safe_load((ROOT / "workloads" / "llama3-8b.yaml").read_text())["model"]
-    assert load_hf_model(LLAMA3_8B) == shipped
+    assert load_hf_model(LLAMA3_8B, seq_length=8192) == shipped
 
 
 def test_hf_config_key_in_a_workload_yaml(tmp_path):

@@ -225,3 +225,26 @@ def test_save_rejects_unknown_extension(runs, tmp_path):
     with pytest.raises(ConfigError, match=r"\.png or \.svg"):
         save_figure(fig, tmp_path / "b.jpg")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_long_interleaved_pipeline_is_drawn_as_two_readable_windows():
+    """128 micro-batches x 5 chunks (1,280 phases per stage, issue 33.8): the start and the
+    end of the step, each with at most ~MAX_PHASES/2 bars per stage, and the title says so."""
+    from simulator.report.timeline import MAX_PHASES
+
+    run = simulate_run("tiny", "dgx-h100", {"model.num_layers": 10, "parallelism.tensor": 1,
+                                            "parallelism.pipeline": 2,
+                                            "parallelism.virtual_pipeline": 5,
+                                            "parallelism.pipeline_schedule": "interleaved",
+                                            "training.global_batch_size": 128,
+                                            "training.micro_batch_size": 1})
+    fig = timeline_figure(run.plan, run.engine, run.result)
+    assert len(fig.axes) == 2
+    assert "1280 phases per stage" in fig.get_suptitle().replace("\n", " ")
+    for ax in fig.axes:
+        lo, hi = ax.get_xlim()
+        shown = [b for c in ax.collections for b in c.get_paths()
+                 if b.vertices[:, 0].max() >= lo and b.vertices[:, 0].min() <= hi]
+        assert 0 < len(shown) <= 2 * (MAX_PHASES // 2 + 10) * 2  # 2 stages, margin for sends
+    plain = simulate_run("tiny", "dgx-h100")
+    assert len(timeline_figure(plain.plan, plain.engine).axes) == 1  # short: one window

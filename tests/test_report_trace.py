@@ -228,3 +228,15 @@ def test_cli_errors_exit_2(trace_cli, tmp_path, capsys):
 
 def test_registered():
     assert cli.COMMANDS["trace"][0] == "simulator.cli.trace"
+
+
+def test_write_trace_writes_what_one_dumps_gives(tmp_path, monkeypatch):
+    """One ``json.dumps`` and one write (issue 33.7): never ``json.dump``'s chunked writes."""
+    import json as _json
+
+    from simulator.report import trace as trace_mod
+
+    monkeypatch.setattr(_json, "dump", lambda *a, **k: pytest.fail("json.dump used"))
+    doc = {"traceEvents": [{"ph": "X", "ts": 1.5, "name": "f"}], "a": [1, 2]}
+    path = trace_mod.write_trace(tmp_path / "t.json", doc)
+    assert path.read_text() == _json.dumps(doc, separators=(",", ":"))

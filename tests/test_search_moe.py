@@ -39,7 +39,7 @@ def _search(overrides: dict, schedules: str | None = None):
 
 def _plain(result) -> dict:
     d = result.to_dict()
-    d.pop("elapsed_s")
+    d.pop("elapsed_s", None)
     return d
 
 

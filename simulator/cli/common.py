@@ -24,10 +24,15 @@ TOPOLOGY_HELP = ("topology YAML path or shipped name (dgx-a100, dgx-h100, h200, 
                  "shows them)")
 
 
-def add_config_arguments(p: argparse.ArgumentParser, workload: bool = True) -> None:
+def add_config_arguments(p: argparse.ArgumentParser, workload: bool = True,
+                         gpus: bool = True) -> None:
     if workload:
         p.add_argument("workload", help="workload YAML path or shipped name (e.g. llama3-8b)")
     p.add_argument("--topology", "-t", required=True, help=TOPOLOGY_HELP)
+    if workload and gpus:
+        p.add_argument("--gpus", type=int, default=None, metavar="N",
+                       help="GPUs in the job: sets the data-parallel size to N / (TP x PP x "
+                            "CP) of the workload (after --set); N must be a multiple of it")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a workload field, e.g. parallelism.tensor=4 (repeatable)")
     p.add_argument("--set-topology", action="append", default=[], metavar="FIELD=VALUE",
@@ -50,6 +55,35 @@ def overrides(items: list[str]) -> dict[str, Any]:
     return dict(parse_override(i) for i in items)
 
 
+def workload_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """``--set`` overrides, plus ``parallelism.data`` from ``--gpus N`` when given:
+    N / (TP x PP x CP) of the workload as ``--set`` leaves it; ConfigError naming
+    ``--gpus`` when N is not a multiple of that or contradicts ``--set parallelism.data``."""
+    sets = overrides(args.set)
+    n = getattr(args, "gpus", None)
+    if n is None:
+        return sets
+    from ..config.loader import apply_overrides, read_document
+
+    if n < 1:
+        raise ConfigError("--gpus", n, "a number of GPUs >= 1")
+    doc = apply_overrides(read_document(args.workload, "workloads")[0], sets)
+    par = doc.get("parallelism") if isinstance(doc.get("parallelism"), dict) else {}
+    sizes = [par.get(k) or 1 for k in ("tensor", "pipeline", "context")]
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in sizes):
+        return sets  # the workload's own validation names the bad field
+    tp, pp, cp = sizes
+    per = tp * pp * cp
+    if n % per:
+        raise ConfigError("--gpus", n, f"must be a multiple of TP x PP x CP = {tp} x {pp} x "
+                          f"{cp} = {per} (the data-parallel size is N / {per}); or --set "
+                          "parallelism.tensor/pipeline/context")
+    if sets.get("parallelism.data", n // per) != n // per:
+        raise ConfigError("--gpus", n, f"gives data-parallel size {n // per}, but --set "
+                          f"parallelism.data={sets['parallelism.data']}; give one of them")
+    return {**sets, "parallelism.data": n // per}
+
+
 def check_numbers(args: argparse.Namespace, **limits: str) -> None:
     """Refuse out-of-range numeric options with a ConfigError naming the option.
 
@@ -69,22 +103,49 @@ def check_numbers(args: argparse.Namespace, **limits: str) -> None:
                               + ("> 0" if rule == "positive" else ">= 0"))
 
 
+# -o's extension -> the format it names (a table is plain text)
+EXTENSIONS = {"json": "json", "csv": "csv", "txt": "table", "text": "table"}
+
+
 def add_format_argument(p: argparse.ArgumentParser, choices: tuple[str, ...],
                         default: str = "table") -> None:
     """``--format`` and ``-o/--output``: the format defaults to ``-o``'s extension when it
-    names one of ``choices`` (``-o r.json``), else to ``default``."""
+    names one of ``choices`` (``-o r.json``), else to ``default``; an extension naming
+    another format (``-o r.png``, ``-o r.csv`` where there is no CSV) is refused."""
+    exts = ", ".join(f".{e}" for e, f in EXTENSIONS.items() if f in choices)
     p.add_argument("--format", choices=choices, default=None,
                    help=f"output format (default: from -o's extension, else {default})")
-    add_output_argument(p)
+    add_output_argument(p, what=f"the result ({exts}, or no extension for the default)")
     p.set_defaults(_formats=choices, _format_default=default)
 
 
+def check_extension(path: str | None, allowed: dict[str, str], option: str = "--output") -> str:
+    """The format ``path``'s extension names among ``allowed`` (extension -> format; ``""``
+    for a name without one), else a ConfigError listing the allowed extensions."""
+    if path is None:
+        return allowed.get("", "")
+    ext = Path(path).suffix.lstrip(".").lower()
+    if ext in allowed:
+        return allowed[ext]
+    listed = ", ".join(f".{e}" for e in allowed if e) or "none"
+    raise ConfigError(option, path, f"the extension {'.' + ext if ext else '(none)'} names no "
+                      f"format this command writes; use {listed}"
+                      + (" or a name without extension" if "" in allowed else ""))
+
+
 def output_format(args: argparse.Namespace) -> str:
-    """The format asked for, else the one ``-o``'s extension names, else the default."""
-    if args.format:
-        return args.format
-    ext = Path(args.output).suffix.lstrip(".").lower() if args.output else ""
-    return ext if ext in args._formats else args._format_default
+    """The format asked for, else the one ``-o``'s extension names, else the default.
+
+    An extension that names no format of this command is an error (``-o r.png`` would
+    otherwise hold a text table); so is one contradicting ``--format``."""
+    if not args.output:
+        return args.format or args._format_default
+    allowed = {e: f for e, f in EXTENSIONS.items() if f in args._formats}
+    implied = check_extension(args.output, {"": "", **allowed})
+    if args.format and implied and implied != args.format:
+        raise ConfigError("--output", args.output, f"its extension names {implied} but "
+                          f"--format is {args.format}; make them agree")
+    return args.format or implied or args._format_default
 
 
 def emit(args: argparse.Namespace, text: str) -> None:

@@ -19,9 +19,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
+from ..errors import ConfigError, Note
 from ..version import __version__
-from ..errors import ConfigError
 
 # name -> (module, one-line help). Keep the help equal to the module's HELP.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -100,6 +101,20 @@ def build_parser(command: str | None = None, siblings: bool = True) -> argparse.
     return parser
 
 
+_NOTED: set[str] = set()
+
+
+def _show_note(message, category, *rest, _show=warnings.showwarning, **kw) -> None:
+    """A :class:`~simulator.errors.Note` (a visible default, e.g. the HF import's) is
+    one ``note:`` line on stderr; any other warning is shown as Python shows it."""
+    if issubclass(category, Note):
+        if str(message) not in _NOTED:  # a document read twice notes once
+            _NOTED.add(str(message))
+            print(f"note: {message}", file=sys.stderr)
+    else:
+        _show(message, category, *rest, **kw)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = chosen_command(argv)
@@ -110,7 +125,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args._run(args) or 0)
+        _NOTED.clear()  # per command (tests call main() many times in one process)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", Note)  # notes show whatever -W / PYTHONWARNINGS
+            warnings.showwarning = _show_note
+            return int(args._run(args) or 0)
     except ConfigError as exc:
         print(f"clustersim: error: {exc.message()}", file=sys.stderr)
         return 2

@@ -12,6 +12,7 @@ import json
 from ..config import Workload, load_topology, load_workload
 from ..hardware import Topology
 from ..memory import COMPONENTS, MemoryReport, estimate_memory
+from ..memory.model import capacity_text
 from .common import (
     add_config_arguments,
     add_format_argument,
@@ -19,6 +20,7 @@ from .common import (
     emit,
     output_format,
     overrides,
+    workload_overrides,
 )
 
 NAME = "memory"
@@ -40,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_numbers(args, expert_load_factor="positive")
-    w = load_workload(args.workload, overrides(args.set))
+    w = load_workload(args.workload, workload_overrides(args))
     topo = Topology.from_config(load_topology(args.topology, overrides(args.set_topology)))
     report = estimate_memory(w, topo, expert_load_factor=args.expert_load_factor)
     if output_format(args) == "json":
@@ -104,7 +106,7 @@ def render_table(report: MemoryReport, workload: str, topo: Topology) -> str:
     cols = ["stage", *(_SHORT[c] for c in COMPONENTS), "total", "fits"]
     cols += ["host"] if host else []
     lines = [f"{workload} on {topo.name} ({topo.gpu.name}, "
-             f"{report.capacity_bytes / 1e9:.4g} GB per GPU), memory in GB",
+             f"{capacity_text(report.capacity_bytes)} per GPU), memory in GB",
              "  ".join(f"{c:>7}" for c in cols)]
     for st in report.stages:
         cells = [f"{st.stage:>7d}"] + [f"{v:>7.2f}" for v in st.breakdown_GB().values()]

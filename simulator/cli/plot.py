@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import ConfigError
-from .common import add_config_arguments, overrides
+from .common import add_config_arguments, overrides, workload_overrides
 
 NAME = "plot"
 HELP = "plot step-time breakdowns, pipeline timelines, memory, scaling or expert load"
@@ -116,7 +116,7 @@ def _breakdown(args: argparse.Namespace):
     if not args.configs or not args.topology:
         raise ConfigError("configs", args.configs,
                           "need WORKLOAD... and at least one --topology, or --csv FILE")
-    base, topo_set = overrides(args.set), overrides(args.set_topology)
+    base, topo_set = workload_overrides(args), overrides(args.set_topology)
     results = []
     for spec in args.configs:
         name, *items = spec.split(",")
@@ -129,7 +129,7 @@ def _breakdown(args: argparse.Namespace):
 def _one(args: argparse.Namespace):
     from ..report.figures import simulate_run
 
-    return simulate_run(args.workload, args.topology, overrides(args.set),
+    return simulate_run(args.workload, args.topology, workload_overrides(args),
                         overrides(args.set_topology))
 
 
@@ -150,7 +150,7 @@ def _expert_load(args: argparse.Namespace):
     from ..api import resolve
     from ..report.expert_load import expert_load_figure_for
 
-    w, _ = resolve(args.workload, args.topology, overrides(args.set),
+    w, _ = resolve(args.workload, args.topology, workload_overrides(args),
                    overrides(args.set_topology))
     return expert_load_figure_for(w, args.layer, args.microbatch)
 

@@ -8,7 +8,14 @@ import sys
 from ..api import resolve
 from ..metrics import CAUSAL_GAP, Result
 from ..reliability.result import json_text, run_result
-from .common import add_config_arguments, add_format_argument, emit, output_format, overrides
+from .common import (
+    add_config_arguments,
+    add_format_argument,
+    emit,
+    output_format,
+    overrides,
+    workload_overrides,
+)
 
 NAME = "run"
 HELP = "simulate one training step of WORKLOAD on a topology"
@@ -32,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    w, t = resolve(args.workload, args.topology, overrides(args.set),
+    w, t = resolve(args.workload, args.topology, workload_overrides(args),
                    overrides(args.set_topology))
     result = run_result(w, t, args.ideal, args.variability, args.steps)
     for note in result.notes:

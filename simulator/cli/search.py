@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import sys
 
 import pandas as pd
 
+from ..config import load_topology
 from ..errors import ConfigError
+from ..hardware import usable_hbm_bytes
 from ..sweep import SearchResult, search
 from .common import (
     add_config_arguments,
@@ -28,12 +32,17 @@ from .common import (
 )
 from .sweep import add_executor_arguments
 
+# Default --memory-headroom, % of usable capacity: above the memory model's median error on
+# published peaks (3.7 %) and covering 9 of its 10 cases (max 16.3 %, a 2.8 GB model whose
+# miss is 0.5 GB; reports/validation.md, peak_memory).
+DEFAULT_HEADROOM_PCT = 10.0
+
 NAME = "search"
 HELP = "rank every parallel plan of WORKLOAD on N GPUs by simulated throughput"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_config_arguments(p)
+    add_config_arguments(p, gpus=False)
     p.add_argument("--gpus", required=True, metavar="N[,N...]",
                    help="number of GPUs; several, comma-separated, search each in turn")
     p.add_argument("--top", type=int, default=10, help="plans to show (default 10)")
@@ -54,29 +63,65 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "optim_grads_params; 'all' = ddp,optim_grads,optim_grads_params; "
                         "append /k for k distributed-optimizer instances (HSDP under FSDP), "
                         "e.g. ddp/4,optim_grads_params/8 (default: the workload's own)")
+    p.add_argument("--memory-headroom", default=f"{DEFAULT_HEADROOM_PCT:g}%",
+                   metavar="PCT%|GB",
+                   help="memory each plan must leave free on its fullest GPU, as a percentage "
+                        "of the usable capacity or in GB (default %(default)s: the memory "
+                        "model's own error on published peaks is 3.7%% median, 16.3%% max "
+                        "(10 Megatron-LM runs, reports/validation.md), so a plan predicted "
+                        "to fill the GPU may not fit; 0 to rank plans to the last byte; "
+                        "--set training.memory_headroom_GB=N overrides it)")
     add_executor_arguments(p)
+
+
+def headroom_GB(args: argparse.Namespace) -> float | None:
+    """The headroom (GB) ``--memory-headroom`` asks for, or None when ``--set
+    training.memory_headroom_GB`` already says it."""
+    if any(item.split("=", 1)[0].strip() == "training.memory_headroom_GB" for item in args.set):
+        return None
+    text = str(args.memory_headroom).strip()
+    try:
+        value = float(text[:-1] if text.endswith("%") else text.removesuffix("GB"))
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0 and (value < 100 or not text.endswith("%"))):
+        raise ConfigError("--memory-headroom", text, "a percentage of the usable capacity "
+                          "from 0 to below 100 (e.g. 10%) or GB >= 0 (e.g. 4)")
+    if not text.endswith("%"):
+        return value
+    t = load_topology(args.topology, overrides(args.set_topology))
+    return value / 100.0 * usable_hbm_bytes(t.gpu.hbm_GB, t.gpu.hbm_usable_MiB) / 1e9
 
 
 def _sizes(text: str, option: str = "--micro-batch-sizes") -> tuple[int, ...]:
     try:
-        sizes = tuple(int(x) for x in text.split(",") if x.strip())
+        sizes = tuple(int(x) for x in text.split(","))  # an empty entry (8,,16) is an error
     except ValueError:
         sizes = ()
     if not sizes or min(sizes) < 1:
-        raise ConfigError(option, text, "expected positive integers, e.g. 1,2,4")
+        raise ConfigError(option, text, "expected positive integers separated by single "
+                          "commas, e.g. 1,2,4")
     return sizes
 
 
 def run(args: argparse.Namespace) -> int:
     check_numbers(args, top="positive", max_context="positive", max_simulations="positive",
                   workers="positive")
+    output_format(args)  # a bad -o is refused before the search, not after
+    sets = overrides(args.set)
+    head = headroom_GB(args)
+    if head is not None:
+        sets["training.memory_headroom_GB"] = head
     results = search(args.workload, args.topology, list(_sizes(args.gpus, "--gpus")), args.top,
                     executor=args.executor, scheduler=args.scheduler, workers=args.workers,
-                    store=args.store, overrides=overrides(args.set),
+                    store=args.store, overrides=sets,
                     topology_overrides=overrides(args.set_topology),
                     micro_batch_sizes=_sizes(args.micro_batch_sizes),
                     max_context=args.max_context, max_simulations=args.max_simulations,
                     schedules=args.schedules, sharding=args.sharding)
+    if head is not None:  # after the search: an error stays one line
+        print(f"note: plans must leave {head:.3g} GB free per GPU (--memory-headroom "
+              f"{args.memory_headroom}; 0 ranks plans to the last byte)", file=sys.stderr)
     fmt = output_format(args)
     if fmt == "json":
         docs = [r.to_dict() for r in results]

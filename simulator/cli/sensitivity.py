@@ -7,9 +7,18 @@ import json
 from dataclasses import asdict
 
 from ..api import resolve, simulate_resolved
+from ..errors import ConfigError
 from ..report.tornado import tornado_figure
-from ..sensitivity import DEFAULT_STEP, describe, sensitivity
-from .common import add_config_arguments, add_format_argument, emit, output_format, overrides
+from ..sensitivity import DEFAULT_STEP, check_only, describe, sensitivity
+from .common import (
+    add_config_arguments,
+    add_format_argument,
+    check_extension,
+    emit,
+    output_format,
+    overrides,
+    workload_overrides,
+)
 
 NAME = "sensitivity"
 HELP = ("elasticity of step time and memory to each GPU and network constant "
@@ -29,8 +38,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    w, t = resolve(args.workload, args.topology, overrides(args.set),
+    if not 0 < args.step < 1:
+        raise ConfigError("--step", args.step, "must be between 0 and 1 (a fraction, e.g. 0.1)")
+    output_format(args)  # refuse a bad -o before the minutes of simulations
+    if args.figure:
+        check_extension(args.figure, {"png": "png", "svg": "svg"}, "--figure")
+    w, t = resolve(args.workload, args.topology, workload_overrides(args),
                    overrides(args.set_topology))
+    check_only(t, args.only, "--only")
     base = simulate_resolved(w, t)[0]
     rows = sensitivity(w, t, None, None, args.step, args.only)
     if args.figure:

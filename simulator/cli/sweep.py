@@ -13,10 +13,11 @@ import argparse
 import sys
 from collections import Counter
 
+from ..errors import ConfigError
 from ..optional import require
 from ..sweep import load_sweep, sweep_table, write_csv, write_parquet
 from ..sweep.executors import KINDS
-from .common import check_numbers
+from .common import check_extension, check_numbers
 
 NAME = "sweep"
 HELP = "simulate every configuration of a sweep YAML (axes over any field) into CSV/Parquet"
@@ -38,13 +39,21 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("sweep", help="sweep YAML path or shipped name (see `clustersim list`)")
     p.add_argument("-o", "--output", metavar="PATH",
-                   help="write the table as CSV to PATH atomically (default: stdout)")
+                   help="write the table to PATH atomically: CSV (.csv or no extension) or "
+                        "Parquet (.parquet) (default: CSV on stdout)")
     p.add_argument("--parquet", metavar="PATH", help="write the table as Parquet")
     add_executor_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
     check_numbers(args, workers="positive")
+    if check_extension(args.output, {"": "csv", "csv": "csv", "parquet": "parquet"}) \
+            == "parquet":
+        if args.parquet:
+            raise ConfigError("--output", args.output, "names a Parquet file and so does "
+                              "--parquet; give one")
+        args.parquet, args.output = args.output, None  # -o x.parquet: Parquet, as it says
+    check_extension(args.parquet, {"": "parquet", "parquet": "parquet"}, "--parquet")
     if args.parquet:  # fail before the sweep runs, not after
         require("pyarrow", "--parquet")
     spec = load_sweep(args.sweep)

@@ -13,7 +13,7 @@ import math
 import sys
 
 from ..errors import ConfigError
-from ..reliability.run import TimeToTrain, time_to_train
+from ..reliability.run import MAX_MC, TimeToTrain, time_to_train
 from .common import (
     add_config_arguments,
     add_format_argument,
@@ -21,9 +21,13 @@ from .common import (
     emit,
     output_format,
     overrides,
+    workload_overrides,
 )
 
 NAME = "time-to-train"
+OPTIONS = {"tokens": "--tokens", "price_per_gpu_hour": "--price-per-gpu-hour",
+           "save_interval": "--save-interval", "mc_runs": "--runs", "mc_steps": "--steps",
+           "seed": "--seed"}  # time_to_train's parameters, as this command spells them
 HELP = "Days, GPU-hours, interruptions, goodput, energy and cost to train on N tokens."
 
 
@@ -56,14 +60,27 @@ def run(args: argparse.Namespace) -> int:
     if args.seed is not None and args.seed < 0:
         raise ConfigError("--seed", args.seed, "an integer >= 0")
     check_numbers(args, price_per_gpu_hour="nonnegative")
-    r = time_to_train(args.workload, args.topology, _tokens(args.tokens),
-                      overrides=overrides(args.set),
-                      topology_overrides=overrides(args.set_topology), seed=args.seed,
-                      price_per_gpu_hour=args.price_per_gpu_hour,
-                      save_interval=args.save_interval, async_save=args.async_save,
-                      mc_runs=args.runs, mc_steps=args.steps)
+    output_format(args)  # a bad -o is refused before the simulation
+    for option, value in (("--runs", args.runs), ("--steps", args.steps)):
+        if not 1 <= value <= MAX_MC:
+            raise ConfigError(option, value, f"an integer from 1 to {MAX_MC:,}")
+    if args.save_interval is not None and args.save_interval < 1:
+        raise ConfigError("--save-interval", args.save_interval, "an integer >= 1 (steps)")
+    try:
+        r = time_to_train(args.workload, args.topology, _tokens(args.tokens),
+                          overrides=workload_overrides(args),
+                          topology_overrides=overrides(args.set_topology), seed=args.seed,
+                          price_per_gpu_hour=args.price_per_gpu_hour,
+                          save_interval=args.save_interval, async_save=args.async_save,
+                          mc_runs=args.runs, mc_steps=args.steps)
+    except ConfigError as exc:  # the API's parameter names -> this command's options
+        if exc.field in OPTIONS:
+            raise ConfigError(OPTIONS[exc.field], exc.value, exc.allowed, exc.source) from None
+        raise
     for note in r.notes:
         print(f"note: {note}", file=sys.stderr)
+    if r.monte_carlo.get("method", "exact") != "exact":
+        print(f"note: Monte-Carlo {r.monte_carlo['method']}", file=sys.stderr)
     if not r.fits_in_memory and output_format(args) == "table":
         print("warning: the plan does not fit in GPU memory; these days and costs are those "
               "of a run that cannot start (see `clustersim memory`)", file=sys.stderr)
@@ -81,7 +98,8 @@ def render(r: TimeToTrain) -> str:
         f"step           ideal {r.step_time_ideal_s:.3f} s, mean {r.step_time_mean_s:.3f} s, "
         f"p50 {r.step_time_p50_s:.3f} s, p99 {r.step_time_p99_s:.3f} s",
         f"days           {r.days:.2f} expected (Monte-Carlo mean {mc['days_mean']:.2f}, "
-        f"p10 {mc['days_p10']:.2f}, p90 {mc['days_p90']:.2f}; {mc['runs']} runs)",
+        f"p10 {mc['days_p10']:.2f}, p90 {mc['days_p90']:.2f}; {mc['runs']} runs"
+        + ("" if mc.get("method", "exact") == "exact" else ", approximate draws") + ")",
         f"GPU-hours      {r.gpu_hours:,.0f}",
         f"interruptions  {r.interruptions:.1f} expected (MTBF {r.mtbf_hours:.2f} h): {causes}",
         f"goodput        {100 * r.goodput:.1f} % effective training time",

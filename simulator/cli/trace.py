@@ -13,7 +13,7 @@ import sys
 from ..api import resolve, simulate_resolved
 from ..errors import ConfigError
 from ..report.trace import DETAILS, chrome_trace, write_trace
-from .common import add_config_arguments, overrides
+from .common import add_config_arguments, overrides, workload_overrides
 
 NAME = "trace"
 HELP = "write a Chrome/Perfetto trace (JSON) of one simulated step of WORKLOAD"
@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.output.endswith(".json"):
         raise ConfigError("--output", args.output, "must end in .json")
-    w, t = resolve(args.workload, args.topology, overrides(args.set),
+    w, t = resolve(args.workload, args.topology, workload_overrides(args),
                    overrides(args.set_topology))
     result, plan, engine = simulate_resolved(w, t, keep_records=True)
     trace = chrome_trace(plan, engine, result, detail=args.detail)

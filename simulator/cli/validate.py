@@ -12,6 +12,7 @@ from ..validation.cases import CATEGORIES, DEFAULT_DIR, load_cases
 from ..validation.cv_report import check_cv_bars, select, stats
 from ..validation.cv_report import load as load_cv
 from ..validation.report import check_bars, run_cases, summarize, write_report
+from .common import check_extension
 
 NAME = "validate"
 HELP = "compare predictions with published measurements and write reports/validation.md"
@@ -47,6 +48,7 @@ def _cv(args: argparse.Namespace) -> dict | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_extension(args.out, {"": "md", "md": "md", "markdown": "md"})
     cv = _cv(args)
     cases = load_cases(args.cases, args.category)
     rows = run_cases(cases)

@@ -17,9 +17,9 @@ num_key_value_heads                num_query_groups (GQA)
 head_dim (if not hidden/heads)     kv_channels
 intermediate_size                  ffn_hidden_size (dense layers)
 vocab_size                         vocab_size
-max_position_embeddings            seq_length (``rope_scaling.original_max_position_
-                                   embeddings`` when the context was extended by RoPE
-                                   scaling: the length pre-training ran at)
+(none: a training choice)          seq_length: stated beside ``hf_config`` (or
+                                   ``--set model.seq_length``), else the ``--plan``'s,
+                                   else 4096, with a note saying so
 tie_word_embeddings (False)        untie_embeddings_and_output_weights = not it
 attention_dropout                  attention_dropout; hidden_dropout 0 (none in HF)
 hidden_act silu (SwiGLU)           gated_linear_unit: true
@@ -35,6 +35,12 @@ Latent Attention maps to Megatron-Core's MLA arguments (``multi_latent_attention
 ``q_lora_rank``, ``kv_lora_rank``, ``qk_head_dim``, ``qk_pos_emb_head_dim``,
 ``v_head_dim``) and its multi-token prediction to ``mtp_num_layers``.
 
+Every mapped value is checked for its type: an integer field must be a JSON integer
+(``4.0`` is taken as 4; ``4.9``, ``true``, a string, NaN, Infinity or an integer of more
+than 4,000 digits is an error naming the key), never coerced. ``max_position_embeddings``
+is the model's longest *context*, not the sequence length it is trained at (Qwen2.5-7B:
+131,072), so it is never taken as ``seq_length``; a stated length above it gets a note.
+
 Not represented, so ignored: attention biases (Qwen2: <0.1 % of FLOPs), sliding-window
 attention (Mistral v0.1, GPT-OSS alternate layers: costed as full causal attention),
 attention sinks. A key that would change the model's shape and has no mapping
@@ -44,18 +50,53 @@ attention sinks. A key that would change the model's shape and has no mapping
 from __future__ import annotations
 
 import json
+import math
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, Note
 from .files import read_text
 
 FIELD = "model.hf_config"
+DEFAULT_SEQ_LENGTH = 4096  # the pre-training length of Llama 3, DeepSeek-V3, GPT-OSS
+MAX_DIGITS = 4000  # below Python's int-from-text limit (4,300 digits)
+_MISSING = object()
+
+
+class HFNote(Note):
+    """A visible default taken while mapping a config.json (the CLI prints it as a note)."""
+
+
+class _Huge(str):
+    """A JSON integer too long to convert; its repr says so instead of printing it."""
+
+    def __repr__(self) -> str:
+        return f"<an integer of {len(self)} digits>"
+
+
+def _parse_int(text: str) -> int | _Huge:
+    return int(text) if len(text) <= MAX_DIGITS else _Huge(text)
+
+
+def _whole(key: str, value: Any, minimum: int) -> int:
+    """``value`` as an int if it is one (4.0 counts), else a ConfigError naming ``key``."""
+    field = f"{FIELD}.{key}"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(field, value, f"must be an integer >= {minimum}, "
+                          f"not a {'boolean' if isinstance(value, bool) else 'non-number'}")
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise ConfigError(field, value, f"must be a whole number >= {minimum} "
+                          "(not rounded silently)")
+    if value < minimum:
+        raise ConfigError(field, value, f"must be an integer >= {minimum}")
+    return int(value)
 
 
 class _Config:
-    """A config.json dict whose missing keys are errors naming them."""
+    """A config.json dict whose values are read typed; missing or ill-typed keys are
+    errors naming them."""
 
     def __init__(self, data: dict[str, Any], arch: str):
         self.data, self.arch = data, arch
@@ -70,43 +111,61 @@ class _Config:
         value = self.data.get(key)
         return default if value is None else value
 
+    def int(self, key: str, default: Any = _MISSING, minimum: int = 1) -> Any:
+        """The integer at ``key`` (``default`` when absent or null; required without one)."""
+        if default is _MISSING:
+            return _whole(key, self.need(key), minimum)
+        value = self.data.get(key)
+        return default if value is None else _whole(key, value, minimum)
 
-def _seq_length(c: _Config) -> int:
-    scaling = c.get("rope_scaling") or {}
-    original = scaling.get("original_max_position_embeddings") if isinstance(scaling, dict) \
-        else None
-    return int(original or c.need("max_position_embeddings"))
+    def bool(self, key: str, default: bool) -> bool:
+        value = self.get(key, default)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{FIELD}.{key}", value, "must be true or false")
+        return value
+
+    def fraction(self, key: str) -> float:
+        value = self.get(key, 0.0)
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not 0.0 <= value <= 1.0:
+            raise ConfigError(f"{FIELD}.{key}", value, "must be a number from 0 to 1")
+        return float(value)
+
+
+def _context(c: _Config) -> int | None:
+    """The model's longest context (positions), for the seq_length note; None if absent."""
+    return c.int("max_position_embeddings", None)
 
 
 def _dense(c: _Config) -> dict[str, Any]:
     """The decoder shape every supported architecture shares (module docstring table)."""
-    hidden, heads = int(c.need("hidden_size")), int(c.need("num_attention_heads"))
+    hidden, heads = c.int("hidden_size"), c.int("num_attention_heads")
     act = c.get("hidden_act", "silu")
     if act not in ("silu", "swiglu"):
         raise ConfigError(f"{FIELD}.hidden_act", act, "only SwiGLU (silu) MLPs are mapped")
+    _context(c)  # type-checked even though it is not the training length
     model: dict[str, Any] = {
-        "num_layers": int(c.need("num_hidden_layers")),
+        "num_layers": c.int("num_hidden_layers"),
         "hidden_size": hidden,
         "num_attention_heads": heads,
-        "num_query_groups": int(c.get("num_key_value_heads", heads)),
-        "ffn_hidden_size": int(c.need("intermediate_size")),
+        "num_query_groups": c.int("num_key_value_heads", heads),
+        "ffn_hidden_size": c.int("intermediate_size"),
         "gated_linear_unit": True,
-        "vocab_size": int(c.need("vocab_size")),
+        "vocab_size": c.int("vocab_size"),
         "hidden_dropout": 0.0,
-        "attention_dropout": float(c.get("attention_dropout", 0.0)),
-        "seq_length": _seq_length(c),
-        "untie_embeddings_and_output_weights": not c.get("tie_word_embeddings", False),
+        "attention_dropout": c.fraction("attention_dropout"),
+        "untie_embeddings_and_output_weights": not c.bool("tie_word_embeddings", False),
     }
-    head_dim = c.get("head_dim")
-    if head_dim is not None and int(head_dim) * heads != hidden:
-        model["kv_channels"] = int(head_dim)
+    head_dim = c.int("head_dim", None)
+    if head_dim is not None and head_dim * heads != hidden:
+        model["kv_channels"] = head_dim
     return model
 
 
 def _mixtral(c: _Config) -> dict[str, Any]:
     model = _dense(c)
-    model["moe"] = {"num_experts": int(c.need("num_local_experts")),
-                    "router_topk": int(c.need("num_experts_per_tok")),
+    model["moe"] = {"num_experts": c.int("num_local_experts"),
+                    "router_topk": c.int("num_experts_per_tok"),
                     "ffn_hidden_size": model["ffn_hidden_size"]}
     return model
 
@@ -117,11 +176,11 @@ def _qwen_moe(c: _Config) -> dict[str, Any]:
                           "dense layers at arbitrary positions cannot be mapped; "
                           "only first_k_dense and layer_freq")
     model = _dense(c)
-    model["moe"] = {"num_experts": int(c.need("num_experts")),
-                    "router_topk": int(c.need("num_experts_per_tok")),
-                    "ffn_hidden_size": int(c.need("moe_intermediate_size")),
-                    "layer_freq": int(c.get("decoder_sparse_step", 1))}
-    shared = int(c.get("shared_expert_intermediate_size", 0))
+    model["moe"] = {"num_experts": c.int("num_experts"),
+                    "router_topk": c.int("num_experts_per_tok"),
+                    "ffn_hidden_size": c.int("moe_intermediate_size"),
+                    "layer_freq": c.int("decoder_sparse_step", 1)}
+    shared = c.int("shared_expert_intermediate_size", 0, minimum=0)
     if shared:
         model["moe"]["shared_expert_ffn_hidden_size"] = shared
     return model
@@ -132,30 +191,33 @@ def _deepseek_v3(c: _Config) -> dict[str, Any]:
     model["num_query_groups"] = model["num_attention_heads"]  # MLA: no GQA groups
     model.update({
         "multi_latent_attention": True,
-        "q_lora_rank": c.get("q_lora_rank"),
-        "kv_lora_rank": int(c.need("kv_lora_rank")),
-        "qk_head_dim": int(c.need("qk_nope_head_dim")),
-        "qk_pos_emb_head_dim": int(c.need("qk_rope_head_dim")),
-        "v_head_dim": int(c.need("v_head_dim")),
-        "mtp_num_layers": int(c.get("num_nextn_predict_layers", 0)) or None,
+        "q_lora_rank": c.int("q_lora_rank", None),
+        "kv_lora_rank": c.int("kv_lora_rank"),
+        "qk_head_dim": c.int("qk_nope_head_dim"),
+        "qk_pos_emb_head_dim": c.int("qk_rope_head_dim"),
+        "v_head_dim": c.int("v_head_dim"),
+        "mtp_num_layers": c.int("num_nextn_predict_layers", 0, minimum=0) or None,
     })
-    expert = int(c.need("moe_intermediate_size"))
-    model["moe"] = {"num_experts": int(c.need("n_routed_experts")),
-                    "router_topk": int(c.need("num_experts_per_tok")),
+    expert = c.int("moe_intermediate_size")
+    model["moe"] = {"num_experts": c.int("n_routed_experts"),
+                    "router_topk": c.int("num_experts_per_tok"),
                     "ffn_hidden_size": expert,
-                    "shared_expert_ffn_hidden_size": expert * int(c.get("n_shared_experts", 0)),
-                    "first_k_dense": int(c.get("first_k_dense_replace", 0)),
-                    "layer_freq": int(c.get("moe_layer_freq", 1))}
-    if c.get("topk_group") is not None and int(c.get("n_group", 1)) > 1:
-        model["moe"]["max_nodes_per_token"] = int(c.get("topk_group"))
+                    "shared_expert_ffn_hidden_size":
+                        expert * c.int("n_shared_experts", 0, minimum=0),
+                    "first_k_dense": c.int("first_k_dense_replace", 0, minimum=0),
+                    "layer_freq": c.int("moe_layer_freq", 1)}
+    topk_group = c.int("topk_group", None)
+    if topk_group is not None and c.int("n_group", 1) > 1:
+        model["moe"]["max_nodes_per_token"] = topk_group
     return {k: v for k, v in model.items() if v is not None}
 
 
 def _gpt_oss(c: _Config) -> dict[str, Any]:
     model = _dense(c)
-    model["moe"] = {"num_experts": int(c.need("num_local_experts")),
-                    "router_topk": int(c.get("num_experts_per_tok")
-                                       or c.need("experts_per_token")),
+    per_token = c.int("num_experts_per_tok", None)
+    model["moe"] = {"num_experts": c.int("num_local_experts"),
+                    "router_topk": per_token if per_token is not None
+                    else c.int("experts_per_token"),
                     "ffn_hidden_size": model["ffn_hidden_size"]}
     return model
 
@@ -173,24 +235,45 @@ ARCHITECTURES: dict[str, Callable[[_Config], dict[str, Any]]] = {
 }
 
 
-def model_from_hf(config: dict[str, Any], name: str = "model") -> dict[str, Any]:
-    """The ``model`` section (a dict of Megatron names) for a parsed config.json."""
+def model_from_hf(config: dict[str, Any], name: str = "model", seq_length: Any = None,
+                  seq_from: str = "") -> dict[str, Any]:
+    """The ``model`` section (a dict of Megatron names) for a parsed config.json.
+
+    ``seq_length`` is the training sequence length (a config.json does not hold one);
+    ``None`` takes :data:`DEFAULT_SEQ_LENGTH` with an :class:`HFNote` warning. ``seq_from``
+    says where a given one came from, for the note when it exceeds the model's context.
+    """
     if not isinstance(config, dict):
         raise ConfigError(FIELD, type(config).__name__, "a config.json must be a JSON object")
     archs = config.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs else None
-    if arch not in ARCHITECTURES:
+    if not isinstance(arch, str) or arch not in ARCHITECTURES:
         raise ConfigError(f"{FIELD}.architectures", archs,
                           f"cannot be mapped; supported: {', '.join(ARCHITECTURES)}")
-    return {"name": name, **ARCHITECTURES[arch](_Config(config, arch))}
+    c = _Config(config, arch)
+    model = {"name": name, **ARCHITECTURES[arch](c)}
+    context = _context(c)
+    if seq_length is None:
+        seq_length = DEFAULT_SEQ_LENGTH if context is None else min(DEFAULT_SEQ_LENGTH, context)
+        warnings.warn(HFNote(f"model.seq_length = {seq_length} (default; the config.json "
+                             "holds no training length"
+                             + (f", only the maximum context {context}" if context else "")
+                             + "): set model.seq_length to train at another"), stacklevel=2)
+    elif context is not None and isinstance(seq_length, int) and seq_length > context:
+        warnings.warn(HFNote(f"model.seq_length = {seq_length}{seq_from} exceeds the model's "
+                             f"maximum context (max_position_embeddings {context})"),
+                      stacklevel=2)
+    model["seq_length"] = seq_length
+    return model
 
 
 def read_hf_config(path: str | Path) -> dict[str, Any]:
-    """Parse a config.json (bounded size, UTF-8, JSON); ConfigError naming it otherwise."""
+    """Parse a config.json (bounded size, UTF-8, JSON); ConfigError naming it otherwise.
+    Integers longer than :data:`MAX_DIGITS` parse to a marker the mapping refuses by key."""
     text = read_text(Path(path), FIELD, str(path))
     try:
-        return json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+        return json.loads(text, parse_int=_parse_int)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
         raise ConfigError(FIELD, str(path), f"is not valid JSON ({exc})") from None
 
 
@@ -201,10 +284,12 @@ def default_name(path: str | Path, config: dict[str, Any]) -> str:
     return base.lower() or "model"
 
 
-def load_hf_model(path: str | Path, name: str | None = None) -> dict[str, Any]:
-    """The model section for the config.json at ``path``."""
+def load_hf_model(path: str | Path, name: str | None = None, seq_length: Any = None,
+                  seq_from: str = "") -> dict[str, Any]:
+    """The model section for the config.json at ``path`` (``seq_length``: as
+    :func:`model_from_hf`)."""
     config = read_hf_config(path)
-    return model_from_hf(config, name or default_name(path, config))
+    return model_from_hf(config, name or default_name(path, config), seq_length, seq_from)
 
 
 def expand_hf_config(data: dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
@@ -223,5 +308,6 @@ def expand_hf_config(data: dict[str, Any], base_dir: Path | None) -> dict[str, A
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     rest = {k: v for k, v in model.items() if k != "hf_config"}
-    mapped = load_hf_model(path, rest.get("name"))
+    mapped = load_hf_model(path, rest.get("name"), rest.get("seq_length"),
+                           " (stated beside hf_config)")
     return {**data, "model": {**mapped, **rest}}

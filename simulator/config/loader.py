@@ -63,6 +63,31 @@ class _Deep(Exception):
     """A document nested deeper than C_MAX_DEPTH, left to the pure-Python parser."""
 
 
+class _TooLarge(ConfigError):
+    """A document holding more than MAX_VALUES values as written (no alias expanded)."""
+
+    def __init__(self, name: str, counted: str):
+        super().__init__("document", f"{counted} values", f"a configuration holds a few "
+                         f"hundred values; at most {MAX_VALUES:,} are read", source=name)
+
+
+def _check_size(text: str, name: str) -> None:
+    """Refuse, before PyYAML's pure-Python parser spends seconds on it, a document with
+    more than MAX_VALUES nodes: counted from libyaml's event stream when the text could
+    hold that many (every node but the first follows a ',', ':', '-' or a line break)."""
+    if C_LOADER is None or sum(text.count(c) for c in ",:-\n") < MAX_VALUES // 2:
+        return
+    nodes = 0
+    try:
+        for event in yaml.parse(text, Loader=C_LOADER):
+            if isinstance(event, yaml.NodeEvent):
+                nodes += 1
+                if nodes > MAX_VALUES:
+                    raise _TooLarge(name, f"more than {MAX_VALUES:,}")
+    except yaml.YAMLError:  # PyYAML reads it and explains the error
+        return
+
+
 def _walk_nodes(node: yaml.Node, name: str, prefix: str, lines: dict[str, int],
                 seen: set[int], depth: int = 0, max_depth: int | None = None) -> None:
     """Fill ``lines`` (dotted path -> 1-based line); refuse duplicate or non-scalar keys.
@@ -75,6 +100,8 @@ def _walk_nodes(node: yaml.Node, name: str, prefix: str, lines: dict[str, int],
     if max_depth is not None and depth > max_depth:
         raise _Deep
     seen.add(id(node))
+    if len(seen) > MAX_VALUES:
+        raise _TooLarge(name, f"more than {MAX_VALUES:,}")
     children: list[tuple[str, yaml.Node]] = []
     if isinstance(node, yaml.MappingNode):
         first: dict[str, int] = {}
@@ -147,6 +174,7 @@ def parse_yaml(text: str, name: str) -> tuple[dict, dict[str, int]]:
 
     libyaml reads it where it safely can (see the module docstring), else, and
     whenever that fails, :func:`_parse_python`."""
+    _check_size(text, name)
     fast = _parse_c(text, name)
     return fast if fast is not None else _parse_python(text, name)
 
@@ -170,6 +198,8 @@ def _parse_c(text: str, name: str) -> tuple[dict, dict[str, int]] | None:
         if not isinstance(data, dict):
             return None
         _count_values(data, name)
+    except _TooLarge:  # as written, so no reading would do better
+        raise
     except Exception:  # any failure: PyYAML reads it again and explains
         return None
     return data, lines
@@ -320,7 +350,9 @@ def apply_overrides(data: dict, overrides: dict[str, Any] | None) -> dict:
     for dotted, value in (overrides or {}).items():
         parts = str(dotted).split(".")
         if not all(parts):
-            raise ConfigError(str(dotted), value, "a field path needs a name between the dots")
+            raise ConfigError("override", f"{dotted}={value!r}", "the field path needs a "
+                              "name between the dots, before and after them (e.g. "
+                              "parallelism.tensor)")
         node: Any = out
         for part in parts[:-1]:
             node = _child(node, part, dotted, value)

@@ -116,13 +116,21 @@ class MemoryReport:
     def explain(self) -> str:
         """One sentence: worst stage, need vs capacity, margin, biggest component."""
         st = self.worst
-        need, cap = st.total / GB, self.capacity_bytes / GB
+        need = st.total / GB
         margin = self.margin_bytes / GB
         head = f" with {self.headroom_bytes / GB:g} GB headroom" if self.headroom_bytes else ""
         free = f"{-margin:.1f} GB over{head}" if margin < 0 else f"{margin:.1f} GB free{head}"
         big = st.biggest
-        return (f"stage {st.stage} needs {need:.1f} GB of {cap:.4g} GB ({free}); "
+        return (f"stage {st.stage} needs {need:.1f} GB of {capacity_text(self.capacity_bytes)}"
+                f" ({free}); "
                 f"biggest: {big} {getattr(st, big) / GB:.1f} GB")
+
+
+def capacity_text(capacity_bytes: float) -> str:
+    """A GPU's capacity as users know it: decimal GB *usable* (what CUDA exposes, not the
+    datasheet's size) and the GiB that nvidia-smi's MiB make: ``85.52 GB usable = 79.65
+    GiB`` for an "80 GB" H100 (81,559 MiB)."""
+    return f"{capacity_bytes / 1e9:.4g} GB usable = {capacity_bytes / 2**30:.2f} GiB"
 
 
 def comm_buffer_bytes(w: Workload, expert_load_factor: float | None = None) -> float:

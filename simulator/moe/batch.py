@@ -121,9 +121,11 @@ def topk_counts_rows(logits: np.ndarray, tokens: int, topk: int,
     tokens = int(tokens)
     if n == 0:
         return np.zeros((0, e), dtype=np.int64)
-    if tokens * e > EXACT_LIMIT and topk < e:
+    if topk >= e:  # every token picks every expert (router_topk = num_experts): no draw
+        return np.full((n, e), tokens, dtype=np.int64)
+    if tokens * e > EXACT_LIMIT:
         return _threshold_rows(logits, tokens, topk, rng)
-    if topk >= e or tokens * e > CHUNK_ELEMENTS:  # degenerate or huge: per row
+    if tokens * e > CHUNK_ELEMENTS:  # huge: per row
         return np.array([topk_counts(r, tokens, topk, rng) for r in logits], dtype=np.int64)
     out = np.empty((n, e), dtype=np.int64)
     per = max(1, CHUNK_ELEMENTS // (tokens * e))  # rows scored at once, bounds memory

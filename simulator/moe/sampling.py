@@ -71,7 +71,9 @@ def topk_counts(logits: np.ndarray, tokens: int, topk: int,
     in chunks of tokens so memory stays bounded for large micro-batches.
     """
     num_experts = logits.shape[0]
-    if int(tokens) * num_experts > EXACT_LIMIT and topk < num_experts:
+    if topk >= num_experts:  # every token picks every expert: nothing to draw
+        return np.full(num_experts, int(tokens), dtype=np.int64)
+    if int(tokens) * num_experts > EXACT_LIMIT:
         return _threshold_counts(logits, int(tokens), topk, rng)
     counts = np.zeros(num_experts, dtype=np.int64)
     rows = max(1, CHUNK_ELEMENTS // num_experts)
@@ -80,8 +82,6 @@ def topk_counts(logits: np.ndarray, tokens: int, topk: int,
         scores = logits[None, :] + rng.gumbel(size=(n, num_experts))
         if topk == 1:
             chosen = scores.argmax(axis=1)
-        elif topk == num_experts:
-            chosen = np.broadcast_to(np.arange(num_experts), (n, num_experts))
         else:
             chosen = np.argpartition(-scores, topk - 1, axis=1)[:, :topk]
         counts += np.bincount(chosen.ravel(), minlength=num_experts)

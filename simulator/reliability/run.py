@@ -36,10 +36,11 @@ from .failures import (
     expected_wall,
     interruption_rates,
     run_rng,
-    simulate_run,
+    simulate_runs,
 )
 from ..metrics.variability import Variability, step_distribution
 
+MAX_MC = 100_000  # Monte-Carlo runs or steps: beyond it the percentiles no longer move
 MC_FIELDS = ("step_time_p50_s", "step_time_p99_s", "monte_carlo")
 
 
@@ -80,7 +81,20 @@ class TimeToTrain:
         return asdict(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, indent=2)
+        """Strict JSON: an infinite figure (the MTBF and checkpoint interval of a job that
+        never fails) is ``null``."""
+        return json.dumps(_null_infinite(self.to_dict()), sort_keys=True, indent=2,
+                          allow_nan=False)
+
+
+def _null_infinite(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _null_infinite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_null_infinite(v) for v in obj]
+    return obj
 
 
 def _check(tokens: float, price: float | None, save_interval: int | None, runs: int,
@@ -91,8 +105,10 @@ def _check(tokens: float, price: float | None, save_interval: int | None, runs: 
         raise ConfigError("price_per_gpu_hour", price, "a finite number >= 0")
     if save_interval is not None and save_interval < 1:
         raise ConfigError("save_interval", save_interval, "an integer >= 1 (steps)")
-    if runs < 1 or steps < 1:
-        raise ConfigError("mc_runs/mc_steps", (runs, steps), "integers >= 1")
+    for name, value in (("mc_runs", runs), ("mc_steps", steps)):
+        if isinstance(value, bool) or not isinstance(value, int) \
+                or not 1 <= value <= MAX_MC:
+            raise ConfigError(name, value, f"an integer from 1 to {MAX_MC:,}")
 
 
 def time_to_train(workload: Ref, topology: TopologyRef, tokens: float,
@@ -143,15 +159,20 @@ def time_to_train_resolved(w: Workload, t: TopologyConfig, tokens: float,
     if async_save and ckpt.blocking_s < ckpt.write_s:
         tau = max(tau, ckpt.write_s)  # the background write must finish first
     wall = expected_wall(work, tau, ckpt.blocking_s, restart, rate)
+    if not math.isfinite(wall):
+        raise ConfigError("topology.reliability", f"MTBF {mtbf:.3g} s",
+                          f"this job of {n} GPUs is interrupted every {mtbf:.3g} s on average "
+                          f"and never completes a {tau + ckpt.blocking_s:.3g} s checkpoint "
+                          "interval plus restart; lower the failure rates or the GPU count")
     n_ckpt = 0.0 if math.isinf(tau) else math.floor(work / tau)
     fails = rate * wall
     parts = _breakdown(result.breakdown_s, steps.ideal_s, steps.mean_s, work, wall,
-                       n_ckpt * ckpt.blocking_s, fails * restart)
+                       n_ckpt * ckpt.blocking_s, fails * _restart_time(rate, restart))
     redone = parts["lost_work"] * result.breakdown_s["compute"] / steps.ideal_s
     compute_s = parts["compute"] + redone  # GPU-seconds at compute power
     it = it_energy_J(t, n, wall, compute_s)
     gpu_hours = n * wall / 3600.0
-    return TimeToTrain(
+    return _finite(TimeToTrain(
         workload=w.model.name, topology=t.name, num_gpus=n, tokens=tokens, seed=seed,
         step_time_ideal_s=steps.ideal_s, step_time_mean_s=steps.mean_s,
         step_time_p50_s=steps.p50_s, step_time_p99_s=steps.p99_s,
@@ -171,7 +192,31 @@ def time_to_train_resolved(w: Workload, t: TopologyConfig, tokens: float,
         monte_carlo=_monte_carlo(work, tau, ckpt.blocking_s, restart, rates_day, seed,
                                  mc_runs, steps),
         memory_per_gpu_GB=result.memory_per_gpu_GB, fits_in_memory=result.fits_in_memory,
-        notes=list(result.notes))
+        notes=list(result.notes)))
+
+
+def _finite(r: TimeToTrain) -> TimeToTrain:
+    """``r``, or a ConfigError when a figure left floating point's range (a run of 1e300
+    tokens, a price of 1e300 USD): the input named, not Infinity in the JSON."""
+    bad = [k for k, v in r.to_dict().items() if isinstance(v, float) and not math.isfinite(v)
+           and k != "mtbf_hours"]  # infinite without failures: a true value
+    bad += [f"monte_carlo.{k}" for k, v in r.monte_carlo.items()
+            if isinstance(v, float) and not math.isfinite(v)]
+    if not bad:
+        return r
+    if bad == ["cost_usd"]:
+        raise ConfigError("price_per_gpu_hour", r.price_per_gpu_hour,
+                          f"gives a cost beyond floating point ({r.gpu_hours:.3g} GPU-hours); "
+                          "a price per GPU-hour in USD")
+    raise ConfigError("tokens", r.tokens, f"gives {', '.join(bad)} beyond floating point's "
+                      "range; train on fewer tokens")
+
+
+def _restart_time(rate: float, restart: float) -> float:
+    """Expected restart seconds per interruption (s): an interruption during a restart cuts
+    it short, so an interruption costs E[min(restart, Exp(rate))] = (1 - exp(-rate R)) /
+    rate, not R (Daly 2006's model; the restart fraction then never exceeds 100 %)."""
+    return restart if rate * restart < 1e-12 else -math.expm1(-rate * restart) / rate
 
 
 def _breakdown(step_parts: dict[str, float], ideal: float, mean: float, work: float,
@@ -190,15 +235,13 @@ def _breakdown(step_parts: dict[str, float], ideal: float, mean: float, work: fl
 def _monte_carlo(work: float, tau: float, delta: float, restart: float,
                  rates_day: dict[str, float], seed: int, runs: int, steps) -> dict[str, Any]:
     rates = {c: r / DAY for c, r in rates_day.items()}
-    draws = [simulate_run(work, tau, delta, restart, rates, run_rng(seed, i))
-             for i in range(runs)]
-    days = np.array([d.wall_s for d in draws]) / DAY
+    draws = simulate_runs(work, tau, delta, restart, rates, run_rng(seed), runs)
+    days = draws.wall_s / DAY
     return {"runs": runs, "steps": steps.samples, "days_mean": float(days.mean()),
             "days_p10": float(np.percentile(days, 10)),
             "days_p90": float(np.percentile(days, 90)),
-            "interruptions_mean": float(np.mean([sum(d.interruptions.values())
-                                                 for d in draws])),
-            "step_time_mc_mean_s": steps.mc_mean_s}
+            "interruptions_mean": float(sum(draws.interruptions.values()).mean()),
+            "method": draws.method, "step_time_mc_mean_s": steps.mc_mean_s}
 
 
 def simulate_with_variability(workload: Ref, topology: TopologyRef,

@@ -64,48 +64,93 @@ def recompute_share(plan: Any, stage: int, chunk: int) -> float:
     return redo / total if total > 0 else 0.0
 
 
+MAX_PHASES = 96  # compute bars per stage past which the chart shows two windows
+
+
 def timeline_figure(plan: Any, engine: Any, result: Any = None, title: str | None = None,
-                    width: float = 13.0):
-    """Gantt chart of ``engine.records``; returns the matplotlib figure."""
+                    width: float = 13.0, max_phases: int = MAX_PHASES):
+    """Gantt chart of ``engine.records``; returns the matplotlib figure.
+
+    A stage with more than ``max_phases`` compute bars (128 micro-batches x 5 chunks is
+    1,280) would draw each thinner than a pixel, so the chart then shows two windows side
+    by side, the step's start (warm-up, first steady phases) and its end (drain, gradient
+    sync, optimizer), each holding about ``max_phases / 2`` bars per stage; the title
+    says what was left out."""
     recs = engine.records
     if not recs:
         raise ValueError("engine result has no records: simulate with keep_records=True")
     stages = len(plan.engine_input.schedule)
     chunks = plan.engine_input.fwd.shape[1]
     end = max(engine.step_time, max(r.end for r in recs))
-    scale, unit = time_unit(end)
-    fig, ax = new_figure(width, 1.4 + 0.55 * stages + (0.5 if result is not None else 0))
-    bars: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
-    for r in recs:
-        bars[_key(r)].append((r.start * scale, (r.end - r.start) * scale))
-    for key, spans in bars.items():
-        _draw(ax, key, spans, chunks)
-    recompute = _draw_recompute(ax, plan, recs, scale)
-    has_w = any(r.stream == "compute" and r.name == "W" for r in recs)
-    fused = any(getattr(r, "fused", False) for r in recs)
-    _label_microbatches(ax, recs, scale, end * scale, width)
-    ax.axvline(engine.step_time * scale, color="black", lw=0.8, ls="--")
-    ax.set_xlim(0, end * scale * 1.01)
+    per_stage = max(np.bincount([r.stage for r in recs if r.stream == "compute"],
+                                minlength=stages))
+    windows = [(0.0, end)]
+    if per_stage > max_phases:
+        span = end * max_phases / per_stage / 2.0
+        windows = [(0.0, span), (end - span, end)]
+    scale, unit = time_unit(windows[0][1] - windows[0][0])
+    fig, axes = new_figure(width, 1.4 + 0.55 * stages + (0.5 if result is not None else 0),
+                           ncols=len(windows), sharey=True)
+    axes = [axes] if len(windows) == 1 else list(axes)
+    for i, (ax, (lo, hi)) in enumerate(zip(axes, windows, strict=True)):
+        recompute, has_w, fused = _draw_window(ax, plan, recs, chunks, scale, (lo, hi),
+                                               width / len(windows))
+        ax.axvline(engine.step_time * scale, color="black", lw=0.8, ls="--")
+        ax.set_xlim(lo * scale, hi * scale + ((hi - lo) * scale * 0.01 if hi == end else 0.0))
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_axisbelow(True)
+        if len(windows) > 1:
+            ax.set_title("start of the step" if i == 0 else "end of the step", fontsize=9)
+    ax = axes[0]
     ax.set_ylim(stages - 0.5, -0.6)
     ax.set_yticks(np.arange(stages) - 0.16, [f"stage {s}" for s in range(stages)],
                   fontsize=8 if stages > 8 else 9)
-    ax.set_xlabel(f"time since the start of the step ({unit}); dashed line: step end")
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_axisbelow(True)
-    ax.legend(handles=_legend(chunks, recompute, has_w, fused), loc="upper left",
-              bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
+    xlabel = f"time since the start of the step ({unit}); dashed line: step end"
+    if len(windows) == 1:
+        ax.set_xlabel(xlabel)
+    else:
+        fig.supxlabel(xlabel, fontsize=10)
+    axes[-1].legend(handles=_legend(chunks, recompute, has_w, fused), loc="upper left",
+                    bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
     if title is None and result is not None:
-        # the bars are the ideal replay; the result's step adds the expected waits for the
-        # slowest peers, which no bar shows
-        ideal = result.step_time_ideal_s or result.step_time_s
-        title = (run_title(result, "Pipeline timeline")
-                 + f", bubble {result.breakdown_s['bubble'] / ideal * 100:.1f}% of "
-                   f"{ideal * scale:.4g} {unit} as replayed")
-        if result.step_time_s > ideal:
-            title += f" ({result.step_time_s * scale:.4g} {unit} expected)"
-    if title:
+        title = _title(result, scale, unit)
+    if title and len(windows) > 1:
+        title += (f"; {per_stage} phases per stage: the first and last "
+                  f"{(windows[0][1] - windows[0][0]) * scale:.3g} {unit} of "
+                  f"{end * scale:.4g} {unit} shown")
+    if title and len(windows) == 1:
         ax.set_title(wrap_title(title, width - 2.0), fontsize=10)
+    elif title:
+        fig.suptitle(wrap_title(title, width - 2.0), fontsize=10)
     return fig
+
+
+def _draw_window(ax: Any, plan: Any, recs: list, chunks: int, scale: float,
+                 window: tuple[float, float], width: float) -> tuple[bool, bool, bool]:
+    """The records overlapping ``window`` (s) on ``ax``; (recompute, W bars, F&B pairs)."""
+    lo, hi = window
+    shown = [r for r in recs if r.end >= lo and r.start <= hi]
+    bars: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    for r in shown:
+        bars[_key(r)].append((r.start * scale, (r.end - r.start) * scale))
+    for key, spans in bars.items():
+        _draw(ax, key, spans, chunks)
+    recompute = _draw_recompute(ax, plan, shown, scale)
+    _label_microbatches(ax, shown, scale, (hi - lo) * scale, width)
+    return (recompute, any(r.stream == "compute" and r.name == "W" for r in recs),
+            any(getattr(r, "fused", False) for r in recs))
+
+
+def _title(result: Any, scale: float, unit: str) -> str:
+    """The run, its bubble and its step: the bars are the ideal replay; the result's step
+    adds the expected waits for the slowest peers, which no bar shows."""
+    ideal = result.step_time_ideal_s or result.step_time_s
+    title = (run_title(result, "Pipeline timeline")
+             + f", bubble {result.breakdown_s['bubble'] / ideal * 100:.1f}% of "
+               f"{ideal * scale:.4g} {unit} as replayed")
+    if result.step_time_s > ideal:
+        title += f" ({result.step_time_s * scale:.4g} {unit} expected)"
+    return title
 
 
 def _key(r: Any) -> tuple:

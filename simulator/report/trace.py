@@ -36,7 +36,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..io import atomic_write
+from ..io import atomic_write_text
 
 THREADS = {  # stream -> (tid, thread name)
     "compute": (1, "compute"),
@@ -210,6 +210,9 @@ def _summary(plan: Any, engine: Any, result: Any) -> dict[str, Any]:
 
 
 def write_trace(path: str | Path, trace: dict[str, Any]) -> Path:
-    """Write the trace JSON atomically (temp file in the same directory, then rename)."""
-    return atomic_write(path, lambda fh: json.dump(trace, fh, separators=(",", ":")),
-                        binary=False)
+    """Write the trace JSON atomically (temp file in the same directory, then rename).
+
+    One ``json.dumps`` then one write: ``json.dump`` to a file writes chunk by chunk from
+    Python (its C encoder is not used), about 3x slower for the same bytes."""
+    atomic_write_text(path, json.dumps(trace, separators=(",", ":")))
+    return Path(path)

@@ -97,7 +97,7 @@ class SearchResult:
     def to_dict(self) -> dict[str, Any]:
         return {"workload": self.workload, "topology": self.topology, "gpus": self.gpus,
                 "global_batch_size": self.global_batch_size, "counts": self.counts,
-                "exhaustive": self.exhaustive, "elapsed_s": self.elapsed_s,
+                "exhaustive": self.exhaustive,  # no elapsed_s: the same search, the same bytes
                 "schedules": list(self.schedules),
                 "plans": self.plans.to_dict("records"),
                 "baselines": self.baselines}
