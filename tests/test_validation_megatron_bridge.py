@@ -29,7 +29,7 @@ def _memory(case, **extra):
 
 
 def test_each_run_states_its_recipe_and_fits(cases):
-    assert len(cases) == 27
+    assert len(cases) == 25
     assert sum(bool(c.spec["workload"]["training"].get("use_megatron_fsdp"))
                for c in cases) == 8
     for c in cases:
