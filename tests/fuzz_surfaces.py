@@ -336,9 +336,101 @@ def cli_check(argv: list[str], outcome: tuple[int, str]) -> list[str]:
     return [] if rc == 0 else [f"exit {rc}: {err.strip()[-300:]}"]
 
 
+# --- capacity ------------------------------------------------------------------------------
+
+CAP_TOPOLOGIES = ["dgx-h100", "dgx-a100", "gb200-nvl72"]
+
+
+@st.composite
+def cap_input(draw) -> dict:
+    tops = draw(_mostly(st.lists(st.sampled_from(CAP_TOPOLOGIES), min_size=1, max_size=2,
+                                 unique=True), [["dgx-h100"] * 2], [[], ["nosuch"], "dgx-h100"]))
+    return {"workload": "tiny", "topologies": tops,
+            "tokens": draw(_mostly(st.sampled_from([1e9, 1e11]), [1.0, 1e22],
+                                   [0.0, -1.0, float("nan"), float("inf"), "x"])),
+            "gpus": draw(_mostly(st.lists(st.sampled_from([8, 16]), min_size=1, max_size=2,
+                                          unique=True), [[3], [8, 8]], [[], [0], [-8], ["x"]])),
+            "prices": draw(_mostly(st.just(None), [{t: 2.0 for t in CAP_TOPOLOGIES}],
+                                   [{"dgx-h100": -1.0}, {"dgx-h100": float("nan")}])),
+            "deadline_days": draw(_mostly(st.just(None), [1e-6, 1e6], [0.0, -1.0, "x"])),
+            "budget_usd": draw(_mostly(st.just(None), [1.0, 1e12], [0.0, float("nan")]))}
+
+
+def cap_call(kw: dict):
+    from simulator.capacity import capacity
+
+    return capacity(kw["workload"], kw["tokens"], kw["topologies"], kw["gpus"],
+                    prices=kw["prices"], deadline_days=kw["deadline_days"],
+                    budget_usd=kw["budget_usd"])
+
+
+def cap_check(kw: dict, df: Any) -> list[str]:
+    bad = []
+    fit = df[df["status"] == "ok"]  # other rows say why no plan fits
+    for _, r in fit.iterrows():
+        if not r["days"] > 0 or not r["gpu_hours"] > 0:
+            bad.append(f"{r['topology']} {r['num_gpus']}: days {r['days']} GPU-h {r['gpu_hours']}")
+        if kw["prices"] and r.get("cost_usd") is not None and \
+                r["cost_usd"] != r["gpu_hours"] * kw["prices"][r["topology"]]:
+            bad.append(f"{r['topology']} {r['num_gpus']}: cost is not GPU-hours x price")
+    if len(df) != len(set(kw["topologies"])) * len(set(kw["gpus"])):
+        bad.append(f"{len(df)} rows for {kw['topologies']} x {kw['gpus']}")
+    return bad
+
+
+# --- calibrate ------------------------------------------------------------------------------
+
+NCCL_LOG = Path(__file__).parent / "data" / "calibrate" / "mi300x_all_reduce_perf_8gpu.txt"
+
+
+@st.composite
+def cal_input(draw) -> str:
+    lines = NCCL_LOG.read_text().splitlines()
+    for _ in range(draw(st.integers(0, 4))):
+        i = draw(st.integers(0, len(lines) - 1))
+        how = draw(st.sampled_from(["drop", "garble", "number", "truncate", "dup"]))
+        if how == "drop":
+            del lines[i]
+        elif how == "garble":
+            lines[i] = draw(st.text(max_size=40))
+        elif how == "number":
+            words = lines[i].split()
+            if words:
+                words[draw(st.integers(0, len(words) - 1))] = draw(st.sampled_from(
+                    ["nan", "-1", "0", "1e400", "inf", "x", "99999999999999999999"]))
+                lines[i] = " ".join(words)
+        elif how == "truncate":
+            lines = lines[:i]
+        else:
+            lines.insert(i, lines[i])
+        if not lines:
+            break
+    return "\n".join(lines) + "\n"
+
+
+def cal_call(text: str):
+    from simulator.calibrate import calibrate
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "all_reduce_perf.txt"
+        path.write_text(text)
+        return calibrate("mi300x", [path], loo=False, compare=False)
+
+
+def cal_check(text: str, cal: Any) -> list[str]:
+    bad = []
+    for st_ in cal.stages:
+        for name, v in st_.values.items():
+            if not (isinstance(v, float | int) and math.isfinite(v) and v > 0):
+                bad.append(f"{name} = {v}")
+    return bad
+
+
 SURFACES: dict[str, Surface] = {
     "hf_import": Surface(hf_text(), hf_call, hf_check, examples=60),
     "time_to_train": Surface(ttt_input(), ttt_call, ttt_check, examples=25),
     "sensitivity": Surface(sens_input(), sens_call, sens_check, examples=6),
     "cli": Surface(cli_argv(), cli_call, cli_check, examples=10),
+    "capacity": Surface(cap_input(), cap_call, cap_check, examples=3),
+    "calibrate": Surface(cal_input(), cal_call, cal_check, examples=3),
 }
