@@ -144,18 +144,24 @@ def markdown(cal: Calibration) -> str:
     out += ["", "## Intervals the calibrated file gives", "",
             "| workload | measured s | predicted s | interval | basis |", "|---|---|---|---|---|"]
     for iv in d["intervals"]:
-        band = "-" if iv["low_s"] is None else f"{iv['low_s']:.3g}-{iv['high_s']:.3g} s " \
-            f"({iv['coverage'] * 100:.0f} %)"
+        cover = "coverage unknown" if iv["coverage"] is None else f"{iv['coverage']:.0%}"
+        band = "-" if iv["low_s"] is None else \
+            f"{iv['low_s']:.3g}-{iv['high_s']:.3g} s ({cover})"
         meas = "-" if iv["measured_s"] is None else f"{iv['measured_s']:.4g}"
         out.append(f"| {iv['workload']} {iv['set'] or ''} | {meas} | {iv['predicted_s']:.4g} "
                    f"| {band} | {iv['basis']} |")
     return "\n".join(out) + "\n"
 
 
-def write(cal: Calibration, path: str | Path) -> Path:
+def render(cal: Calibration, path: str | Path) -> str:
+    """The report's text for ``path``'s format (JSON for ``.json``, else Markdown)."""
+    return json.dumps(as_dict(cal), indent=1) + "\n" if Path(path).suffix == ".json" \
+        else markdown(cal)
+
+
+def write(cal: Calibration, path: str | Path, text: str | None = None) -> Path:
     from ..io import atomic_write_text
 
     path = Path(path)
-    text = json.dumps(as_dict(cal), indent=1) + "\n" if path.suffix == ".json" else markdown(cal)
-    atomic_write_text(path, text)
+    atomic_write_text(path, render(cal, path) if text is None else text)
     return path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -25,8 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", metavar="REPORT.md|.json",
                    help="fit report: residuals, leave-one-out errors, identified constants, "
                         "traced vs simulated time per op kind, intervals")
-    p.add_argument("--min-bytes", type=float, default=0.0, metavar="B",
-                   help="ignore nccl-tests rows smaller than B bytes (default 0: all)")
+    p.add_argument("--min-bytes", default="0", metavar="SIZE",
+                   help="ignore nccl-tests rows smaller than SIZE: bytes, or with a unit as "
+                        "nccl-tests writes them (32M, 32MiB, 1G, 512K; default 0: all)")
     p.add_argument("--hold", nargs="+", default=[], metavar="CONSTANT",
                    help="keep these constants at the base values (dotted path or a prefix "
                         "such as tiers.0), e.g. a tier calibrated on other data")
@@ -37,6 +39,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(default: today, ISO 8601)")
 
 
+UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "KIB": 2**10, "M": 2**20, "MB": 2**20,
+         "MIB": 2**20, "G": 2**30, "GB": 2**30, "GIB": 2**30}  # nccl-tests' -b / -e: powers of 2
+
+
+def size_bytes(text: str) -> float:
+    """``--min-bytes``: a byte count, with an optional unit as nccl-tests' ``-b`` takes it
+    (K / M / G are powers of two there, and so are KB / KiB ...)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?(?:[eE][0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).upper() not in UNITS:
+        raise ConfigError("--min-bytes", text, "must be a size >= 0 in bytes, optionally with "
+                          "a unit: K, M, G (or KiB, MiB, GiB), e.g. 32M")
+    return float(m.group(1)) * UNITS[m.group(2).upper()]
+
+
 def run(args: argparse.Namespace) -> int:
     from ..calibrate import calibrate, report, write
 
@@ -45,15 +61,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--output", args.output, "must end in .yaml or .yml")
     if args.report and Path(args.report).suffix not in (".md", ".json"):
         raise ConfigError("--report", args.report, "must end in .md or .json")
-    if args.min_bytes < 0 or args.min_bytes != args.min_bytes:
-        raise ConfigError("--min-bytes", args.min_bytes, "must be a number >= 0")
     cal = calibrate(args.topology, args.measurements, date=args.date,
-                    min_bytes=args.min_bytes, hold=tuple(args.hold),
+                    min_bytes=size_bytes(args.min_bytes), hold=tuple(args.hold),
                     base_overrides=overrides(args.set_topology))
+    text = report.render(cal, args.report) if args.report else None  # both, or neither
     write.write(cal, out)
     print(f"wrote {out}", file=sys.stderr)
     if args.report:
-        report.write(cal, args.report)
+        report.write(cal, args.report, text)
         print(f"wrote {args.report}", file=sys.stderr)
     for c in report.constants(cal):
         state = (f"{c['base']:.4g} -> {c['value']:.4g}" if c["identified"]
