@@ -218,3 +218,19 @@ def test_base_overrides_travel_with_the_plan(tmp_path):
     row = json.loads(out.read_text())[0]
     assert row["overrides"]["training.global_batch_size"] == 16
     assert "--set training.global_batch_size=16" in row["set_flags"]
+
+
+@pytest.mark.parametrize("bad", ["8,,16", "8,", [8.5], [True], "x", "", [], "0", "-8"])
+def test_gpu_counts_are_whole_numbers_in_single_commas(bad):
+    from simulator.capacity import _counts
+
+    with pytest.raises(ConfigError, match="--gpus"):
+        _counts(bad)
+
+
+def test_gpu_counts_accept_lists_strings_and_numpy_ints():
+    import numpy as np
+
+    from simulator.capacity import _counts
+
+    assert _counts("8, 16") == _counts([8, 16, 8]) == _counts(np.array([8, 16])) == [8, 16]

@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -154,12 +155,13 @@ def _names(value: Sequence[str] | str) -> list[str]:
 def _counts(value: Sequence[int] | int | str) -> list[int]:
     items = value.split(",") if isinstance(value, str) else (
         [value] if isinstance(value, int) else list(value))
-    try:
-        out = [int(x) for x in items if str(x).strip()]
-    except ValueError:
-        out = []
-    if not out or min(out) < 1:
-        raise ConfigError("--gpus", value, "positive GPU counts, e.g. 256,1024")
+    # whole numbers only: an empty entry (8,,16), 8.5 or True is a mistake, not a count
+    out = [int(x.strip()) if isinstance(x, str) and x.strip().isdigit() else
+           int(x) if isinstance(x, numbers.Integral) and not isinstance(x, bool) else None
+           for x in items]
+    if not out or None in out or min(out) < 1:
+        raise ConfigError("--gpus", value, "positive GPU counts separated by single commas, "
+                          "e.g. 256,1024")
     return list(dict.fromkeys(out))
 
 
