@@ -13,10 +13,11 @@ from ..engine import EngineResult
 from ..hardware import Topology
 from ..shape.model_params import model_params
 from ..workload.plan import Plan
-from .flops import executed_flops_per_step, kept_fraction, model_flops_per_step
 from .calibration import notes as calibration_notes
 from .calibration import widen
-from .uncertainty import COVERAGE, DEFAULT_STACK, Plan, interval
+from .flops import executed_flops_per_step, kept_fraction, model_flops_per_step
+from .uncertainty import COVERAGE, DEFAULT_STACK, interval
+from .uncertainty import Plan as IntervalPlan
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
 CAUSAL_GAP = 0.10  # MFU over causal MFU above 1 + this: say so beside the headline
@@ -169,7 +170,7 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
     notes = _notes(plan, flops / causal if causal > 0 else 1.0, host_bound)
     p = w.parallelism
     moe = w.model.moe is not None
-    band = interval(step, Plan(
+    band = interval(step, IntervalPlan(
         "moe_step_time" if moe else "dense_step_time", topo.gpu.name, w.training.precision,
         n, w.model.seq_length, w.model.moe.token_dispatcher_type if moe else "",
         p.pipeline_schedule if p.pipeline > 1 else "none",

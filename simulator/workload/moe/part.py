@@ -63,13 +63,6 @@ def part_fields(size, duration, compute, exposed, dispatch, combine, experts, ro
     return {k: np.broadcast_to(np.asarray(v, dtype=float), (size,)) for k, v in vals.items()}
 
 
-def stall_only(part: MoEPart) -> MoEPart:
-    """``part``'s host stall alone (a re-run forward: the EP breakdown counts each layer's
-    exchanges and GEMMs once per forward and backward, but every host stall)."""
-    return MoEPart(duration=0.0, compute=0.0, exposed_ep=0.0, dispatch=0.0, combine=0.0,
-                   experts=0.0, loads=part.loads, host_stall=part.host_stall)
-
-
 def moe_phase(part: MoEPart, ops: bool) -> Phase:
     """One MoE part as a phase: its seconds, exposed EP, and (``ops``) a dispatch /
     experts / combine timeline."""
