@@ -18,8 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .common import TOPOLOGY_HELP, check_numbers, emit, overrides
-from .search import _sizes
+from .common import (
+    TOPOLOGY_HELP,
+    add_search_space_arguments,
+    check_numbers,
+    emit,
+    overrides,
+    positive_ints,
+)
 from .sweep import add_executor_arguments
 
 NAME = "capacity"
@@ -57,12 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "20, Chinchilla; the Llama 3 paper's fit is ~41)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a workload field, e.g. training.global_batch_size=512")
-    p.add_argument("--micro-batch-sizes", default="1,2", metavar="LIST",
-                   help="micro-batch sizes the plan search tries (default 1,2)")
-    p.add_argument("--max-context", type=int, default=16, metavar="CP",
-                   help="largest context-parallel degree to try (default 16)")
-    p.add_argument("--max-simulations", type=int, default=2000, metavar="N",
-                   help="cap on simulations per search (default 2000)")
+    add_search_space_arguments(p, "1,2")
     p.add_argument("--runs", type=int, default=200, help="Monte-Carlo runs (default 200)")
     p.add_argument("--format", choices=FORMATS, default=None,
                    help="output format (default: from -o's extension, else table)")
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
                   scheduler=args.scheduler, workers=args.workers, store=args.store,
                   progress=None, switch_price=args.switch_price,
                   transceiver_price=args.transceiver_price,
-                  micro_batch_sizes=_sizes(args.micro_batch_sizes),
+                  micro_batch_sizes=positive_ints(args.micro_batch_sizes, "--micro-batch-sizes"),
                   max_context=args.max_context, max_simulations=args.max_simulations,
                   mc_runs=args.runs, tokens_per_param=args.tokens_per_param)
     print(df.attrs["summary"], file=sys.stderr)

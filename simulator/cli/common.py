@@ -155,3 +155,27 @@ def emit(args: argparse.Namespace, text: str) -> None:
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+
+
+def add_search_space_arguments(p: argparse.ArgumentParser, micro_batch_sizes: str) -> None:
+    """The plan-search options ``search`` and ``capacity`` share: micro-batch sizes to try
+    (default ``micro_batch_sizes``), the largest context-parallel degree, the simulation cap."""
+    p.add_argument("--micro-batch-sizes", default=micro_batch_sizes, metavar="LIST",
+                   help=f"micro-batch sizes to try, comma-separated (default {micro_batch_sizes})")
+    p.add_argument("--max-context", type=int, default=16, metavar="CP",
+                   help="largest context-parallel degree to try (default 16)")
+    p.add_argument("--max-simulations", type=int, default=2000, metavar="N",
+                   help="cap on simulations per search (default 2000)")
+
+
+def positive_ints(text: str, option: str) -> tuple[int, ...]:
+    """``"1,2,4"`` -> ``(1, 2, 4)``; an empty entry (``8,,16``), a fraction, a word or a
+    value below 1 is a :class:`ConfigError` naming ``option``."""
+    try:
+        sizes = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise ConfigError(option, text, "expected positive integers separated by single "
+                          "commas, e.g. 1,2,4")
+    return sizes

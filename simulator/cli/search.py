@@ -25,10 +25,12 @@ from ..sweep import SearchResult, search
 from .common import (
     add_config_arguments,
     add_format_argument,
+    add_search_space_arguments,
     check_numbers,
     emit,
     output_format,
     overrides,
+    positive_ints,
 )
 from .sweep import add_executor_arguments
 
@@ -47,12 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="number of GPUs; several, comma-separated, search each in turn")
     p.add_argument("--top", type=int, default=10, help="plans to show (default 10)")
     add_format_argument(p, ("table", "json", "csv"))
-    p.add_argument("--micro-batch-sizes", default="1,2,4,8", metavar="LIST",
-                   help="micro-batch sizes to try, comma-separated (default 1,2,4,8)")
-    p.add_argument("--max-context", type=int, default=16, metavar="CP",
-                   help="largest context-parallel degree to try (default 16)")
-    p.add_argument("--max-simulations", type=int, default=2000, metavar="N",
-                   help="hard cap on simulations (default 2000)")
+    add_search_space_arguments(p, "1,2,4,8")
     p.add_argument("--schedules", default=None, metavar="LIST",
                    help="pipeline schedules to try: names as parallelism.pipeline_schedule "
                         "takes them, comma-separated (e.g. 1f1b,zb_h1,dualpipe), or 'all' "
@@ -93,17 +90,6 @@ def headroom_GB(args: argparse.Namespace) -> float | None:
     return value / 100.0 * usable_hbm_bytes(t.gpu.hbm_GB, t.gpu.hbm_usable_MiB) / 1e9
 
 
-def _sizes(text: str, option: str = "--micro-batch-sizes") -> tuple[int, ...]:
-    try:
-        sizes = tuple(int(x) for x in text.split(","))  # an empty entry (8,,16) is an error
-    except ValueError:
-        sizes = ()
-    if not sizes or min(sizes) < 1:
-        raise ConfigError(option, text, "expected positive integers separated by single "
-                          "commas, e.g. 1,2,4")
-    return sizes
-
-
 def run(args: argparse.Namespace) -> int:
     check_numbers(args, top="positive", max_context="positive", max_simulations="positive",
                   workers="positive")
@@ -112,11 +98,12 @@ def run(args: argparse.Namespace) -> int:
     head = headroom_GB(args)
     if head is not None:
         sets["training.memory_headroom_GB"] = head
-    results = search(args.workload, args.topology, list(_sizes(args.gpus, "--gpus")), args.top,
+    gpus = list(positive_ints(args.gpus, "--gpus"))
+    results = search(args.workload, args.topology, gpus, args.top,
                     executor=args.executor, scheduler=args.scheduler, workers=args.workers,
                     store=args.store, overrides=sets,
                     topology_overrides=overrides(args.set_topology),
-                    micro_batch_sizes=_sizes(args.micro_batch_sizes),
+                    micro_batch_sizes=positive_ints(args.micro_batch_sizes, "--micro-batch-sizes"),
                     max_context=args.max_context, max_simulations=args.max_simulations,
                     schedules=args.schedules, sharding=args.sharding)
     if head is not None:  # after the search: an error stays one line
