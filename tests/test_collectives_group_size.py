@@ -42,7 +42,9 @@ def test_four_gpu_tray_at_the_issue_sizes_within_10_percent():
         assert abs(got / points[size] - 1) <= 0.10, (size, got, points[size])
 
 
-@pytest.mark.parametrize("group", ["gb200-mnnvl-8gpu-peak", "gb200-nvl72-72gpu-nvls"])
+@pytest.mark.parametrize("group", ["gb200-mnnvl-8gpu-peak", "gb200-a4x-8gpu-2tray",
+                                   "gb200-a4x-32gpu", "gb200-a4x-64gpu",
+                                   "gb200-nvl72-72gpu-nvls"])
 def test_large_messages_within_10_percent(group):
     g = GROUPS[group]
     topo = _topo(g["topology"])
@@ -87,3 +89,11 @@ def test_without_the_new_fields_a_tier_is_unchanged():
     h = _topo("dgx-h100").tiers[0]
     assert h.curve_ranks == 0 and h.base_latency_s == 0 and h.ll_busbw == 0
     assert h.size_efficiency(32e6, 8) == h.size_efficiency(32e6)
+
+
+def test_group_fit_without_fit_groups_compares_only(capsys):
+    from simulator.collectives.group_fit import main
+
+    assert main(["gb300-nvl72"]) == 0
+    out = capsys.readouterr().out
+    assert "no group marked fit: true" in out and "gb300-2tray-8gpu-nccl-symm-vllm" in out

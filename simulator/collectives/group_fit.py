@@ -63,10 +63,13 @@ def fit(name: str, groups: list[dict]) -> tuple[np.ndarray, float]:
 def main(argv: list[str] | None = None) -> int:
     name = (argv if argv is not None else sys.argv[1:] or ["gb200-nvl72"])[0]
     groups = load_groups()
-    values, rms = fit(name, groups)
-    print(f"{name} tier 0: " + ", ".join(f"{k} {v:.4g}" for k, v in zip(PARAMS, values,
-                                                                          strict=True))
-          + f" (rms {rms:.1%} on the fit groups)")
+    if any(g.get("fit") and g["topology"] == name for g in groups):
+        values, rms = fit(name, groups)
+        print(f"{name} tier 0: " + ", ".join(f"{k} {v:.4g}" for k, v in zip(PARAMS, values,
+                                                                              strict=True))
+              + f" (rms {rms:.1%} on the fit groups)")
+    else:  # nothing to fit (e.g. gb300-nvl72 carries gb200's constants): compare only
+        print(f"{name}: no group marked fit: true; constants as in the topology file")
     topo = _topology(name)
     for g in groups:
         if g["topology"] != name:
