@@ -28,19 +28,19 @@ from simulator.validation import load_cases, run_cases
 MOE_MEDIAN, MOE_MAX, EP_MAX = 0.10, 0.20, 0.15
 CASES = load_cases(categories=["moe_step_time"])
 # The Megatron-Bridge 25.11 H100 rows on their table's plan (validation/moe_step_time.yaml
-# notes). Per sample, the published runs take the same time at MBS 1 and MBS 2 (Qwen3) or 4
-# (GPT-OSS); the model's MBS-1 step is mostly per-launch host time, which a larger micro-batch
-# divides, so it predicts MBS 2 / 4 far too fast: the missing cost grows with tokens, not
-# launches. Both are also predicted over 80 GB (the GPT-OSS row's GA 2 contradicts its own
-# PP 4 / DP 16, which gives GA 8).
+# notes; validation/analysis.md "MoE rows the model misses"). Qwen3: per sample the MBS 2 run
+# is as slow as the 26.02 MBS 1 run, while the model's MBS 1 step is mostly per-launch host
+# time, which MBS 2 halves per sample (the two releases' recipes may differ: a lead, not a
+# proof). GPT-OSS: too fast like every GPT-OSS run (below), more so with MBS 4's bubble. Both
+# are predicted over 80 GB; the GPT-OSS row's GA 2 contradicts its own PP 4 / DP 16 (GA 8).
 ROW_PLAN_MISSES = {
     "moe-mbridge2511-qwen3-30b-h100-16g-fp8":
         "table row MBS 2 / VP 24: 14.75 s predicted against 24.85 s (-40.6 %), and 89 GB on "
-        "an 80 GB GPU; per sample the run is as slow as the MBS 1 row (-> token-bound, not "
-        "launch-bound)",
+        "an 80 GB GPU; per sample the run is as slow as the 26.02 MBS 1 row, which a per-launch "
+        "host cost cannot give",
     "moe-mbridge2511-gpt-oss-120b-h100-64g-bf16":
         "table row MBS 4: 4.64 s predicted against 5.82 s (-20.2 %), and 116 GB on an 80 GB "
-        "GPU; per sample the run is as slow as the MBS 1 rows",
+        "GPU; the MBS 1 rows of the same plan are -11 / -13 %",
 }
 # Never-fitted GPT-OSS runs beyond the bar: every GPT-OSS run is predicted too fast (H100
 # -11 to -20 %, GB300 BF16 -15 %, GB300 MXFP8 -22 %) although its sliding-window layers are
