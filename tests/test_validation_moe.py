@@ -1,15 +1,17 @@
 """MoE training step times and EP all-to-all bandwidths against published measurements.
 
 Step times: ``validation/moe_step_time.yaml`` (category ``moe_step_time``): Megatron-Bridge
-performance summaries (H100, GB200), NeMo AutoModel (H100) and the NeMo Framework 25.04
-summary (GB200), each with its plan, dispatcher and recipe source. Bars (absolute relative
-error, predicted / measured - 1): median <= 10 %, every non-xfail case <= 20 % (issue 12).
-The one MoE-specific constant, ``gpu.host_launch_us``, is fitted on the training
-(non-held-out) H100 cases only (``topologies/dgx-h100.yaml`` sources).
+performance summaries (H100, GB200, GB300), NeMo AutoModel (H100) and the NeMo Framework
+25.04 summary (GB200), each with its plan, dispatcher and recipe source. Bars (absolute
+relative error, predicted / measured - 1): median <= 10 %, every case not listed below
+<= 20 % (issue 12). The one MoE-specific constant, ``gpu.host_launch_us``, is fitted on the
+training (non-held-out) H100 cases only (``topologies/dgx-h100.yaml`` sources); the GB200 /
+GB300 cases are never fitted on.
 
-No case is xfail: the two Megatron-Bridge 25.11 rows run with the micro-batch their presets
-used (issue 13's recipe audit), which made the per-launch host model consistent with both
-releases.
+Strict xfails (``KNOWN_MISSES``), each a model error the case exposes, not a constant to
+fit: the two Megatron-Bridge 25.11 H100 rows on their table's plan (``ROW_PLAN_MISSES``:
+too fast and over 80 GB, ``validation/analysis.md`` "MoE rows the model misses") and the
+GPT-OSS 120B GB300 MXFP8 runs (``GPT_OSS_MISSES``: every GPT-OSS run is predicted too fast).
 
 EP all-to-all: ``validation/collective_busbw.yaml`` category ``ep_alltoall`` (DeepEP README
 tables in DeepEP's own metric, NCCL all-to-all busbw): max <= 15 %.
@@ -25,18 +27,31 @@ from simulator.validation import load_cases, run_cases
 
 MOE_MEDIAN, MOE_MAX, EP_MAX = 0.10, 0.20, 0.15
 CASES = load_cases(categories=["moe_step_time"])
-# Cases that run their table row's plan where the Megatron-Bridge preset of the same release
-# sets another (validation/moe_step_time.yaml notes): the model is far off on the row's plan
-# and predicts it does not fit in 80 GB, where the preset's plan was +14.0 % / -12.6 %. The
-# row's plan is kept and the error shown; what is missing is which plan ran, not a constant.
+# The Megatron-Bridge 25.11 H100 rows on their table's plan (validation/moe_step_time.yaml
+# notes; validation/analysis.md "MoE rows the model misses"). Qwen3: per sample the MBS 2 run
+# is as slow as the 26.02 MBS 1 run, while the model's MBS 1 step is mostly per-launch host
+# time, which MBS 2 halves per sample (the two releases' recipes may differ: a lead, not a
+# proof). GPT-OSS: too fast like every GPT-OSS run (below), more so with MBS 4's bubble. Both
+# are predicted over 80 GB; the GPT-OSS row's GA 2 contradicts its own PP 4 / DP 16 (GA 8).
 ROW_PLAN_MISSES = {
     "moe-mbridge2511-qwen3-30b-h100-16g-fp8":
         "table row MBS 2 / VP 24: 14.75 s predicted against 24.85 s (-40.6 %), and 89 GB on "
-        "an 80 GB GPU; the preset's MBS 1 / VP 12 gives +14.0 %",
+        "an 80 GB GPU; per sample the run is as slow as the 26.02 MBS 1 row, which a per-launch "
+        "host cost cannot give",
     "moe-mbridge2511-gpt-oss-120b-h100-64g-bf16":
         "table row MBS 4: 4.64 s predicted against 5.82 s (-20.2 %), and 116 GB on an 80 GB "
-        "GPU; the preset's MBS 1 gives -12.6 %",
+        "GPU; the MBS 1 rows of the same plan are -11 / -13 %",
 }
+# Never-fitted GPT-OSS runs beyond the bar: every GPT-OSS run is predicted too fast (H100
+# -11 to -20 %, GB300 BF16 -15 %, GB300 MXFP8 -22 %) although its sliding-window layers are
+# costed as full attention; what GPT-OSS runs that the model does not cost is not identified.
+GPT_OSS_MISSES = {
+    "moe-mbridge2606-gpt-oss-120b-gb300-64g-mxfp8":
+        "GB300 MXFP8 full-iteration graphs: 1.93 s predicted against 2.47 s (-21.8 %)",
+    "moe-mbridge2608-gpt-oss-120b-gb300-64g-mxfp8":
+        "GB300 MXFP8 full-iteration graphs: 1.93 s predicted against 2.48 s (-22.2 %)",
+}
+KNOWN_MISSES = {**ROW_PLAN_MISSES, **GPT_OSS_MISSES}
 EP_CASES = load_cases(categories=["ep_alltoall"])
 PUBLISHERS = ("NVIDIA-NeMo/Megatron-Bridge", "NVIDIA-NeMo/Automodel", "NVIDIA NeMo Framework")
 
@@ -61,8 +76,8 @@ def test_moe_median_error(rows):
 
 
 @pytest.mark.parametrize("case", [
-    pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=ROW_PLAN_MISSES[c.id]))
-    if c.id in ROW_PLAN_MISSES else c for c in CASES], ids=[c.id for c in CASES])
+    pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[c.id]))
+    if c.id in KNOWN_MISSES else c for c in CASES], ids=[c.id for c in CASES])
 def test_moe_case_within_max(case, rows):
     (row,) = [r for r in rows if r.case.id == case.id]  # the module's one run of each case
     assert abs(row.error) <= MOE_MAX, (
