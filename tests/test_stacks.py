@@ -19,8 +19,9 @@ from simulator.memory import model as memory_model
 from simulator.memory.model import fsdp_staged_params
 from simulator.workload import fp8
 from simulator.workload.context import RingKernels, ring_attention
-from simulator.workload.fsdp import pipelined, unit_collectives, units
-from simulator.workload.ops import layer_forward
+from simulator.hardware import Topology
+from simulator.workload.fsdp import copy_kernels, pipelined, unit_collectives, units
+from simulator.workload.ops import layer_forward, output_forward
 from simulator.shape.params import layer_params
 from simulator.shape.plan_shape import plan_shape
 
@@ -170,3 +171,42 @@ def test_torchao_casts_and_eager_kernels_move_more_bytes():
     fused = {o.name: o.nbytes for o in layer_forward(resolve("llama3-8b", "dgx-h100")[0])}
     assert norm["input_layernorm"] == pytest.approx(9.0 * fused["input_layernorm"])
     assert norm["residual"] == fused["residual"]
+
+
+def _logits(stack: str, precision: str):
+    w, t = resolve("llama3-8b", "dgx-h100", {"training.precision": precision,
+                                             "training.stack": stack})
+    op = next(o for o in output_forward(w) if o.name == "logits")
+    _, plan, _ = simulate_resolved(w, t, keep_records=True, variability=False)
+    timed = next(o for o in plan.phases[("F", 0, 0)].ops if o.name == "logits")
+    return op, timed.duration
+
+
+def test_torchtitan_keeps_the_output_layer_in_bf16_under_float8():
+    tt_op, tt_fp8 = _logits("torchtitan", "fp8")
+    _, tt_bf16 = _logits("torchtitan", "bf16")
+    mg_op, mg_fp8 = _logits("megatron", "fp8")
+    assert tt_op.dtype == "bf16" and mg_op.dtype is None
+    assert load_stack("torchtitan").fp8_output_layer is False
+    assert load_stack("megatron").fp8_output_layer is None
+    # torchtitan's logits GEMM costs what the bf16 run's does; Megatron's (unset) is FP8
+    assert tt_fp8 == pytest.approx(tt_bf16)
+    assert mg_fp8 < 0.8 * tt_fp8
+    with pytest.raises(ConfigError, match="output_layer_fp8"):
+        parse("bad", {"fp8": {"output_layer_fp8": {"value": "no", "source": "x"}}})
+
+
+def test_float8_all_gather_copies_out_one_byte_per_parameter():
+    over = dict(FSDP, **{"training.stack": "torchtitan"})
+    times = {}
+    for prec in ("bf16", "fp8"):
+        w, t = resolve("llama3-8b", "dgx-h100", dict(over, **{"training.precision": prec}))
+        _, plan, _ = simulate_resolved(w, t, variability=False)
+        times[prec] = copy_kernels(w, plan.topo, plan_shape(w), 0, 0, load_stack("torchtitan"))
+    gpu = resolve("llama3-8b", "dgx-h100")[1]
+    overhead = memory_time(1.0, Topology.from_config(gpu).gpu) - memory_time(
+        0.0, Topology.from_config(gpu).gpu)
+    fwd_bf16, fwd_fp8 = (times[p][0] - overhead for p in ("bf16", "fp8"))
+    assert fwd_fp8 == pytest.approx(0.5 * fwd_bf16, rel=1e-6)
+    # the backward's copy-in of the fp32-reduced gradients does not shrink with FP8
+    assert times["fp8"][1] > 0.5 * times["bf16"][1]
