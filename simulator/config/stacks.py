@@ -58,6 +58,9 @@ class Stack:
     fp8_grad_bytes: float | None = None
     fp8_weight_bytes: float | None = None
     fp8_weight_per_microbatch: bool = False
+    # bytes of input_bytes / weight_bytes spent on the column-major FP8 copies the backward
+    # makes (workload/fp8.py cast_op): charged to the backward, not re-run by recompute
+    fp8_backward_transpose_bytes: float = 0.0
     # whether the output (vocabulary) projection is an FP8 linear; None: timed in the
     # run's precision, as the GPU constants were fitted (workload/ops.py output_forward)
     fp8_output_layer: bool | None = None
@@ -92,6 +95,18 @@ def _optional_bool(name: str, section: str, key: str, value: Any) -> bool | None
     if value is None or isinstance(value, bool):
         return value
     raise ConfigError(f"stacks/{name}.yaml {section}.{key}", value, "must be true or false")
+
+
+def _transpose_bytes(name: str, doc: dict, fp8: dict) -> float:
+    """``fp8.backward_transpose_bytes``: 0..min(input_bytes, weight_bytes) when set."""
+    value = float(_value(doc, "fp8", "backward_transpose_bytes", 0.0) or 0.0)
+    parts = [fp8[k] for k in ("input_bytes", "norm_fused_input_bytes", "weight_bytes")
+             if fp8[k] is not None]
+    if value < 0 or (value > 0 and (not parts or value > min(parts))):
+        raise ConfigError(f"stacks/{name}.yaml fp8.backward_transpose_bytes", value,
+                          "must be >= 0 and at most the input and weight cast bytes it is "
+                          "part of (input_bytes, norm_fused_input_bytes, weight_bytes)")
+    return value
 
 
 def parse(name: str, doc: dict) -> Stack:
@@ -129,6 +144,7 @@ def parse(name: str, doc: dict) -> Stack:
             "norm_fused_input_bytes"], fp8_grad_bytes=fp8["grad_bytes"],
         fp8_weight_bytes=fp8["weight_bytes"],
         fp8_weight_per_microbatch=bool(_value(doc, "fp8", "weight_per_microbatch", False)),
+        fp8_backward_transpose_bytes=_transpose_bytes(name, doc, fp8),
         fp8_output_layer=_optional_bool(name, "fp8", "output_layer_fp8",
                                         _value(doc, "fp8", "output_layer_fp8", None)),
         cp_merge_overlapped=bool(_value(doc, "context_parallel", "merge_overlapped", False)),
