@@ -19,8 +19,9 @@ from simulator.memory import model as memory_model
 from simulator.memory.model import fsdp_staged_params
 from simulator.workload import fp8
 from simulator.workload.context import RingKernels, ring_attention
-from simulator.workload.fsdp import pipelined, unit_collectives, units
-from simulator.workload.ops import layer_forward
+from simulator.hardware import Topology
+from simulator.workload.fsdp import copy_kernels, pipelined, unit_collectives, units
+from simulator.workload.ops import backward_of, layer_forward, output_forward, recompute_ops
 from simulator.shape.params import layer_params
 from simulator.shape.plan_shape import plan_shape
 
@@ -160,8 +161,10 @@ def test_torchao_casts_and_eager_kernels_move_more_bytes():
     t_, n_, k_ = op.shape
     mine = fp8.cast_op(op, te.training.precision_type.casts, 32, False,
                        load_stack("torchtitan"))
-    assert mine.nbytes == pytest.approx(7.0 * t_ * k_ + 2.0 * n_ * k_)
-    assert mine.bwd_nbytes == pytest.approx(7.0 * t_ * n_)
+    # 7 B per input element and 2 B per weight in all; the column-major copies (2 B) are
+    # made by the backward's GEMMs, so they sit in the backward op
+    assert mine.nbytes == pytest.approx(5.0 * t_ * k_)
+    assert mine.bwd_nbytes == pytest.approx(7.0 * t_ * n_ + 2.0 * t_ * k_ + 2.0 * n_ * k_)
     casts = {o.name: o.nbytes for o in layer_forward(tt) if o.name.endswith(fp8.SUFFIX)}
     base = {o.name: o.nbytes for o in layer_forward(te) if o.name.endswith(fp8.SUFFIX)}
     assert casts.keys() == base.keys() and all(casts[k] > base[k] for k in casts)
@@ -170,3 +173,70 @@ def test_torchao_casts_and_eager_kernels_move_more_bytes():
     fused = {o.name: o.nbytes for o in layer_forward(resolve("llama3-8b", "dgx-h100")[0])}
     assert norm["input_layernorm"] == pytest.approx(9.0 * fused["input_layernorm"])
     assert norm["residual"] == fused["residual"]
+
+
+def _logits(stack: str, precision: str):
+    w, t = resolve("llama3-8b", "dgx-h100", {"training.precision": precision,
+                                             "training.stack": stack})
+    op = next(o for o in output_forward(w) if o.name == "logits")
+    _, plan, _ = simulate_resolved(w, t, keep_records=True, variability=False)
+    timed = next(o for o in plan.phases[("F", 0, 0)].ops if o.name == "logits")
+    return op, timed.duration
+
+
+def test_torchtitan_keeps_the_output_layer_in_bf16_under_float8():
+    tt_op, tt_fp8 = _logits("torchtitan", "fp8")
+    _, tt_bf16 = _logits("torchtitan", "bf16")
+    mg_op, mg_fp8 = _logits("megatron", "fp8")
+    assert tt_op.dtype == "bf16" and mg_op.dtype is None
+    assert load_stack("torchtitan").fp8_output_layer is False
+    assert load_stack("megatron").fp8_output_layer is None
+    # torchtitan's logits GEMM costs what the bf16 run's does; Megatron's (unset) is FP8
+    assert tt_fp8 == pytest.approx(tt_bf16)
+    assert mg_fp8 < 0.8 * tt_fp8
+    with pytest.raises(ConfigError, match="output_layer_fp8"):
+        parse("bad", {"fp8": {"output_layer_fp8": {"value": "no", "source": "x"}}})
+
+
+def test_float8_all_gather_copies_out_one_byte_per_parameter():
+    over = dict(FSDP, **{"training.stack": "torchtitan"})
+    times = {}
+    for prec in ("bf16", "fp8"):
+        w, t = resolve("llama3-8b", "dgx-h100", dict(over, **{"training.precision": prec}))
+        _, plan, _ = simulate_resolved(w, t, variability=False)
+        times[prec] = copy_kernels(w, plan.topo, plan_shape(w), 0, 0, load_stack("torchtitan"))
+    gpu = resolve("llama3-8b", "dgx-h100")[1]
+    overhead = memory_time(1.0, Topology.from_config(gpu).gpu) - memory_time(
+        0.0, Topology.from_config(gpu).gpu)
+    fwd_bf16, fwd_fp8 = (times[p][0] - overhead for p in ("bf16", "fp8"))
+    assert fwd_fp8 == pytest.approx(0.5 * fwd_bf16, rel=1e-6)
+    # the backward's copy-in of the fp32-reduced gradients does not shrink with FP8
+    assert times["fp8"][1] > 0.5 * times["bf16"][1]
+
+
+def test_torchao_backward_copies_are_not_recomputed():
+    over = {"training.precision": "fp8", "training.stack": "torchtitan",
+            "training.recompute": "full"}
+    w = resolve("llama3-8b", "dgx-h100", over)[0]
+    fwd = layer_forward(w)
+    rec = {o.name: o for o in recompute_ops(w, fwd)}
+    bwd = {o.name: o for o in backward_of(fwd)}
+    te = resolve("llama3-8b", "dgx-h100", {"training.precision": "fp8",
+                                           "training.recompute": "full"})[0]
+    te_fwd = layer_forward(te)
+    te_rec = {o.name: o for o in recompute_ops(te, te_fwd)}
+    for op in (o for o in fwd if o.name.endswith(fp8.SUFFIX)):
+        gemm_op = next(o for o in fwd if o.name + fp8.SUFFIX == op.name)
+        t_, n_, k_ = gemm_op.shape
+        # the recompute re-runs amax + cast only (5 B per input element, no weight copy)
+        assert rec[op.name + "_recompute"].nbytes == pytest.approx(5.0 * t_ * k_)
+        assert bwd[op.name + "_bwd"].nbytes == pytest.approx(
+            7.0 * t_ * n_ + 2.0 * (t_ * k_ + n_ * k_))
+    # Transformer Engine's fused cast-transpose writes both layouts in the forward: its
+    # recompute repeats all of them
+    for op in (o for o in te_fwd if o.name.endswith(fp8.SUFFIX)):
+        assert te_rec[op.name + "_recompute"].nbytes == op.nbytes
+    with pytest.raises(ConfigError, match="backward_transpose_bytes"):
+        parse("bad", {"fp8": {"input_bytes": {"value": 4.0, "source": "x"},
+                              "weight_bytes": {"value": 1.0, "source": "x"},
+                              "backward_transpose_bytes": {"value": 2.0, "source": "x"}}})

@@ -14,7 +14,9 @@ were fitted on). Every value carries a ``source`` (document, file or commit). Se
   reshard after forward, reduction dtype, copy kernels; :mod:`simulator.workload.fsdp`);
 * ``launch``: whether elementwise ops are fused (TE / Apex kernels, ``torch.compile``) or
   run eagerly as several kernels, as bytes multipliers per op (:mod:`simulator.workload.ops`);
-* ``fp8``: HBM bytes per element of the recipe's casts (:mod:`simulator.workload.fp8`);
+* ``fp8``: HBM bytes per element of the recipe's casts (:mod:`simulator.workload.fp8`),
+  and whether the output projection is an FP8 linear (``output_layer_fp8``; unset: it
+  runs in the run's precision, the behaviour the FP8 GEMM constant was fitted with);
 * ``efficiency``: per-stack factors fitted on that stack's published runs (empty unless
   measurements exist; see validation/stacks/README.md).
 """
@@ -56,6 +58,12 @@ class Stack:
     fp8_grad_bytes: float | None = None
     fp8_weight_bytes: float | None = None
     fp8_weight_per_microbatch: bool = False
+    # bytes of input_bytes / weight_bytes spent on the column-major FP8 copies the backward
+    # makes (workload/fp8.py cast_op): charged to the backward, not re-run by recompute
+    fp8_backward_transpose_bytes: float = 0.0
+    # whether the output (vocabulary) projection is an FP8 linear; None: timed in the
+    # run's precision, as the GPU constants were fitted (workload/ops.py output_forward)
+    fp8_output_layer: bool | None = None
     cp_merge_overlapped: bool = False  # ring merges hidden beside the next step's kernel
     efficiency: dict[str, float] = field(default_factory=dict)
 
@@ -80,6 +88,25 @@ def _check_sources(name: str, doc: dict) -> None:
             if not (isinstance(item, dict) and item.get("source")):
                 raise ConfigError(f"stacks/{name}.yaml {section}.{key}", item,
                                   "must be {value: ..., source: ...} with a source")
+
+
+def _optional_bool(name: str, section: str, key: str, value: Any) -> bool | None:
+    """``value`` as a bool, None if unset; ConfigError for anything else."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise ConfigError(f"stacks/{name}.yaml {section}.{key}", value, "must be true or false")
+
+
+def _transpose_bytes(name: str, doc: dict, fp8: dict) -> float:
+    """``fp8.backward_transpose_bytes``: 0..min(input_bytes, weight_bytes) when set."""
+    value = float(_value(doc, "fp8", "backward_transpose_bytes", 0.0) or 0.0)
+    parts = [fp8[k] for k in ("input_bytes", "norm_fused_input_bytes", "weight_bytes")
+             if fp8[k] is not None]
+    if value < 0 or (value > 0 and (not parts or value > min(parts))):
+        raise ConfigError(f"stacks/{name}.yaml fp8.backward_transpose_bytes", value,
+                          "must be >= 0 and at most the input and weight cast bytes it is "
+                          "part of (input_bytes, norm_fused_input_bytes, weight_bytes)")
+    return value
 
 
 def parse(name: str, doc: dict) -> Stack:
@@ -117,6 +144,9 @@ def parse(name: str, doc: dict) -> Stack:
             "norm_fused_input_bytes"], fp8_grad_bytes=fp8["grad_bytes"],
         fp8_weight_bytes=fp8["weight_bytes"],
         fp8_weight_per_microbatch=bool(_value(doc, "fp8", "weight_per_microbatch", False)),
+        fp8_backward_transpose_bytes=_transpose_bytes(name, doc, fp8),
+        fp8_output_layer=_optional_bool(name, "fp8", "output_layer_fp8",
+                                        _value(doc, "fp8", "output_layer_fp8", None)),
         cp_merge_overlapped=bool(_value(doc, "context_parallel", "merge_overlapped", False)),
         efficiency={k: float(v) for k, v in (doc.get("efficiency") or {}).items()
                     if k != "source"})

@@ -95,7 +95,7 @@ def op_time(op: Op, ctx: CostContext) -> float:
     gpu = ctx.topo.gpu
     if op.kind == "gemm":
         m, n, k = op.shape
-        return gemm_time(m, n, k, gpu, ctx.dtype, batch=op.batch)
+        return gemm_time(m, n, k, gpu, op.dtype or ctx.dtype, batch=op.batch)
     if op.kind == "attn":
         if op.attn is None:
             return attention_time(op.flops, gpu)

@@ -73,23 +73,32 @@ def cast_op(op: Op, casts: Casts, microbatches: int, fp8_params: bool,
     (``bwd_nbytes``): the output gradient, ``T*n`` elements at 4 B. A stack profile with
     its own recipe (``stacks/*.yaml`` ``fp8``, e.g. torchao's dynamic tensorwise scaling:
     a separate amax pass and no norm fusion) replaces these per-element bytes, and may
-    rebuild the FP8 weights every micro-batch (FSDP2 reshards them after each use).
+    rebuild the FP8 weights every micro-batch (FSDP2 reshards them after each use). Where
+    the recipe makes the column-major copies of the input and the weight only in the
+    backward (torchao: the forward saves the row-major FP8 input and a view of the FP8
+    weight; ``float8_ops.py`` ``preprocess_addmm`` copies them to the layout
+    ``torch._scaled_mm`` needs when the backward's GEMMs run), those bytes
+    (``fp8.backward_transpose_bytes`` of the profile) go to the backward op, so a layer's
+    recompute, which re-runs only the forward, does not repeat them.
     """
     t, n, k = op.shape
     per_in = casts.input_transpose if op.name in NORM_FUSED else casts.input
     per_w = casts.weight_transpose if fp8_params else casts.weight
     per_g = casts.grad
     spread = max(1, microbatches)
+    late = 0.0  # bytes per input element / weight parameter made in the backward
     if stack is not None and stack.fp8_input_bytes is not None:
         per_in = (stack.fp8_norm_fused_input_bytes if op.name in NORM_FUSED
                   else stack.fp8_input_bytes) or per_in
         per_g = stack.fp8_grad_bytes or per_g
         per_w = stack.fp8_weight_bytes or per_w
         spread = 1 if stack.fp8_weight_per_microbatch else spread
-    fwd = per_in * t * k * op.batch + per_w * n * k / spread
+        late = stack.fp8_backward_transpose_bytes
+    fwd = (per_in - late) * t * k * op.batch + (per_w - late) * n * k / spread
+    bwd = per_g * t * n * op.batch + late * (t * k * op.batch + n * k / spread)
     return derive(op, name=op.name + SUFFIX, kind="mem", flops=0.0, nbytes=fwd,
                   shape=(0.0, 0.0, 0.0), batch=1.0, model_flops=0.0, column=False,
-                  bwd_nbytes=per_g * t * n * op.batch)
+                  bwd_nbytes=bwd)
 
 
 def backward_cast(cast: Op) -> Op:

@@ -145,14 +145,21 @@ def copy_kernels(w: Workload, topo: Topology, shape: PlanShape, stage: int, chun
     """Seconds of the stack's copy kernels around the FSDP collectives of one chunk's
     forward and backward (compute stream): copy-out of every gathered parameter, and in
     the backward the copy-in of every reduced gradient (and the re-gather's copy-out
-    under reshard-after-forward). Zero for Megatron-FSDP and FSDP1 (flat buffers)."""
+    under reshard-after-forward). Zero for Megatron-FSDP and FSDP1 (flat buffers). The
+    copy-out moves the gathered dtype: the profile's bytes per 16-bit parameter scale by
+    :func:`gathered_bytes` over the 16-bit width (FP8 all-gather: half). Bytes -> s by
+    :func:`simulator.compute.memory_time`."""
     tr = w.training
     if stack.fsdp_copy_bytes_per_param <= 0 and stack.fsdp_reduce_copy_bytes_per_param <= 0:
         return 0.0, 0.0
     sp = shape.params[stage]
     per_chunk = shape.partition.layers[stage]
     params = (sp.dense + sp.expert) * per_chunk[chunk] / max(1, sum(per_chunk))
-    gather = stack.fsdp_copy_bytes_per_param * params if tr.params_sharded else 0.0
+    # the profile's copy-out bytes are per 16-bit parameter (read + write); a float8
+    # all-gather copies out the 1-byte FP8 data it gathered (torchao fsdp_utils.py
+    # fsdp_pre_all_gather returns ``float8_tensor._data``), so half of them
+    width = gathered_bytes(w, stack) / weight_bytes(tr)
+    gather = stack.fsdp_copy_bytes_per_param * width * params if tr.params_sharded else 0.0
     regather = gather if stack.reshard_after_forward else 0.0
     reduce = stack.fsdp_reduce_copy_bytes_per_param * params
     return memory_time(gather, topo.gpu), memory_time(regather + reduce, topo.gpu)

@@ -50,13 +50,16 @@ class Op:
     # attn: (kernel family, keys per query row, head dim, causal) for the kernel's
     # efficiency (simulator/compute/attention.py); None: the topology's fitted value
     attn: tuple[str, float, float, bool] | None = None
+    # gemm: the dtype it runs in when not the run's precision (a 16-bit layer of an FP8
+    # run, e.g. the output projection a stack leaves out of FP8); None: the run's
+    dtype: str | None = None
 
 
 def gemm(name: str, m: float, n: float, k: float, batch: float = 1.0,
-         column: bool = False) -> Op:
+         column: bool = False, dtype: str | None = None) -> Op:
     f = 2.0 * m * n * k * batch
     return Op(name, "gemm", flops=f, shape=(m, n, k), batch=batch, model_flops=f,
-              column=column)
+              column=column, dtype=dtype)
 
 
 def mem(name: str, nbytes: float) -> Op:
@@ -214,12 +217,20 @@ def output_forward(w: Workload) -> list[Op]:
     """Final norm, vocabulary-parallel logits GEMM and fused cross-entropy (last stage).
 
     Cross-entropy reads the fp32 logits a few times (max, exp-sum, loss):
-    about 3 passes of ``T * V/t * 4`` bytes (Megatron's vocab-parallel CE).
+    about 3 passes of ``T * V/t * 4`` bytes (Megatron's vocab-parallel CE). Under a
+    scaled precision the logits GEMM runs in 16-bit where the stack leaves the output
+    layer out of FP8 (stacks/*.yaml ``fp8.output_layer_fp8: false``, e.g. torchtitan's
+    ``module_filter_fn`` skips ``output``); unset, it runs in the run's precision.
     """
     x = dims(w)
+    tr = w.training
+    dtype = None
+    if tr.precision_type.scaled and stack_of(w).fp8_output_layer is False:
+        dtype = "bf16"
     ops = [mem("final_layernorm", 2 * x.Tn * x.h * x.e)]
     ops += _tp_in(x, "tp_allgather_logits")
-    ops += [gemm("logits", x.T, x.v_t, x.h, column=True), mem("cross_entropy", 3 * x.T * x.v_t * 4)]
+    ops += [gemm("logits", x.T, x.v_t, x.h, column=True, dtype=dtype),
+            mem("cross_entropy", 3 * x.T * x.v_t * 4)]
     return with_stack_kernels(w, ops)
 
 
