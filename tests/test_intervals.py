@@ -60,12 +60,17 @@ def test_leave_one_group_out_coverage_of_every_out_of_sample_run(fresh):
     assert 0.70 <= coverage_stats(claimed)["achieved"] <= 0.90
 
 
-def test_a_bias_free_interval_would_cover_less(fresh):
-    # the later-release and Megatron-Bridge runs are predicted high on average (+4 %): the
-    # pool measures it, and the interval is centred on it
+def test_the_interval_is_centred_on_a_bias_only_where_it_is_significant(fresh):
+    # the never-fitted runs are predicted high on average (+2.4 % in log), but the B200
+    # long-sequence group (never fitted since B200 attention is the cuDNN kernel benchmark's
+    # rate; 12 % too fast) spreads the group means too widely for the 2-standard-error rule
     mean = sum(math.log1p(r["error"]) for r in fresh) / len(fresh)
     assert mean > 0.02
-    assert bias(fresh) > 0.02
+    assert bias(fresh) == 0.0
+    # without that group the same rule finds the +2 % and centres the interval on it
+    rest = [r for r in fresh if not r["id"].startswith("nemo-ls-8b-b200-")]
+    assert len(rest) == len(fresh) - 8
+    assert bias(rest) > 0.015
 
 
 def test_the_committed_pool_is_the_model_of_today(fresh):

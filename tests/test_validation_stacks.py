@@ -13,7 +13,14 @@ from simulator.hardware import Topology
 from simulator.memory import estimate_memory
 from simulator.validation.cases import load_cases
 from simulator.validation.predict import predict_step_time
-from simulator.validation.stacks import FOLDER, crossvalidate, group_meta, predict_all, report
+from simulator.validation.stacks import (
+    FITTED_ON,
+    FOLDER,
+    crossvalidate,
+    group_meta,
+    predict_all,
+    report,
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +48,37 @@ def test_long_sequence_megatron_on_h100_within_5_percent(records):
             and r["band"] != "< 8K" and not r["id"].endswith("-8k")]
     assert len(rows) == 7
     assert all(abs(r["error"]) <= 0.05 for r in rows), rows
+
+
+def test_b200_long_sequence_is_never_fitted_and_judged_on_kernel_attention(records):
+    # B200 fused attention is the cuDNN SDPA kernel's benchmarked rate
+    # (topologies/dgx-b200.yaml, simulator/compute/attention.py): no constant is fitted on
+    # this source, so left out it is predicted exactly as shipped
+    src = "nemo-performance-long-sequence-b200"
+    assert src not in FITTED_ON
+    rows = [r for r in records if r["source"] == src]
+    assert len(rows) == 8
+    cv = {r["id"]: r for r in crossvalidate(records) if r["source"] == src}
+    assert all(cv[r["id"]]["predicted"] == r["predicted"] for r in rows)
+    errs = [r["error"] for r in rows]
+    # too fast on every row (-4.7 ... -16.0 % now), most where attention is most of the
+    # step (8K ~40 %, 256K-1M ~95 %): NeMo 25.04 (cuDNN 9.7) ran attention ~17 % below the
+    # cuDNN 9.10-9.13 benchmark; with GB200's fitted 0.302 these rows were 4.5-43 % too slow
+    assert all(-0.17 <= e < 0 for e in errs), errs
+    assert statistics.median(abs(e) for e in errs) <= 0.13
+    assert max(errs[4:]) < min(errs[:2])  # 128K-1M further off than 8K-16K
+
+
+def test_megatron_stack_and_long_band_meet_the_source_out_bar(records):
+    # issue 28's bar, source left out, per stack and per sequence band: median <= 6 %,
+    # worst <= 20 %. Nothing in validation/stacks/ is fitted (FITTED_ON is empty and no
+    # profile ships an efficiency factor), so every plain error is a left-out one.
+    assert not FITTED_ON
+    for key, value in (("stack", "megatron"), ("band", ">= 32K")):
+        errs = [abs(r["error"]) for r in records if r[key] == value]
+        assert len(errs) >= 12
+        assert statistics.median(errs) <= 0.06, (value, statistics.median(errs))
+        assert max(errs) <= 0.20, (value, max(errs))
 
 
 def test_fsdp_and_fp8_stacks_beat_the_megatron_profile(records):

@@ -4,11 +4,15 @@ Returns the achieved fraction of the GPU's dense bf16 peak (dimensionless) for o
 (flash) attention kernel, forward and backward together, as the rest of
 :mod:`simulator.compute` does for GEMMs. Families:
 
-* ``te`` / ``cudnn``: Transformer Engine's DotProductAttention (cuDNN fused attention). Its
-  efficiency is the topology's fitted ``gpu.attention_efficiency`` (topologies/*.yaml), which
-  holds for the sequences it was fitted on (2K-8K causal, head dim 128-192); a kernel whose
-  work per query row is shorter than the shortest of them (context-parallel blocks, short
-  sequences) runs at the tile-fill fraction below, relative to that length.
+* ``te`` / ``cudnn``: Transformer Engine's DotProductAttention (cuDNN fused attention). On
+  Ampere / Hopper its efficiency is the topology's fitted ``gpu.attention_efficiency``
+  (topologies/*.yaml), which holds for the sequences it was fitted on (2K-8K causal, head
+  dim 128-192); a kernel whose work per query row is shorter than the shortest of them
+  (context-parallel blocks, short sequences) runs at the tile-fill fraction below, relative
+  to that length. On Blackwell (B200 / GB200 / GB300) ``gpu.attention_efficiency`` is the
+  *saturated* rate of the cuDNN SDPA kernel measured in isolation (not fitted on training
+  steps, see :data:`BLACKWELL`), and the Blackwell tile fill and head-dim factor apply in
+  full, as for ``fa2`` / ``fa3``.
 * ``fa2``: FlashAttention-2 (also PyTorch SDPA's flash backend). Measured, not fitted:
   H100 0.35 of the bf16 peak ("FlashAttention-2 achieves only 35% utilization on the H100",
   Shah et al. 2024, FlashAttention-3, abstract; Azure AI-benchmarking-guide measured 327.9
@@ -25,7 +29,46 @@ the epilogue) amortise over it: ``s_eff / (s_eff + s_half)`` with ``s_half`` = 5
 causal and 160 non-causal (FA3 Fig. 5, H100 bf16 hdim 128: causal forward reaches ~1/3 of
 its 16K rate at 512 tokens and ~0.85 at 4K; non-causal ~0.77 at 512). Head dim:
 ``d / (d + 32)`` relative to 128 (FA3 Fig. 5: hdim 64 runs at ~0.8, hdim 256 at ~1.1 of
-hdim 128). Grouped-query attention shares K/V tiles across query heads inside the kernel
+hdim 128).
+
+Blackwell (:data:`BLACKWELL`): tensor-core throughput per SM doubled from Hopper while the
+exponential units and shared-memory bandwidth that a tile's softmax and operand loads use
+did not (Zadouri et al. 2026, FlashAttention-4, arXiv:2603.05451, abstract: "tensor core
+throughput doubles while other functional units ... scale more slowly or remain
+unchanged"), so the fixed per-tile work weighs about twice as much against the matmuls:
+``s_half`` is fitted on the kernel benchmark below, 1,150 keys causal (Hopper 512), and the
+non-causal one is scaled from Hopper's by the same ratio. Source: NVIDIA cudnn-frontend
+``benchmark/sdpa_benchmark_training`` artifacts, B200 1,000 W, bf16, batch 1, 128 query / 8
+KV heads, head dim 128, causal, 512-128K tokens: cuDNN 9.10.2 (commit 9793df5, PyTorch
+25.06) and 9.13.0 (commit bb37575, PyTorch 25.09). Forward and backward combined by FLOPs
+(backward 2.5x the forward), ``3.5 / (1/fwd + 2.5/bwd)``: 0.44 of the 2,250 TFLOP/s peak at
+8K, 0.51 at 16K, 0.53 at 32K, 0.51 at 64K, 0.49-0.50 at 128K, the two releases within 1 %
+of each other from 4K up. A least-squares fit (log error) of ``E * s_eff / (s_eff +
+s_half)`` over the 12 points from 4K to 128K gives ``E`` = 0.541 and ``s_half`` = 1,150
+(rms 5.5 %; the points lie within -6 % / +9 % of it: the curve does not bend down past 32K
+as the measured one does). Points below 4K are left out: there the benchmark's per-call
+host time (about 0.1-0.5 ms, the whole 512-token time) exceeds the kernel.
+FlashAttention-2 on B200 (``fa2``; PyTorch SDPA's flash backend and flash-attn 2.7.4 in the
+same benchmark, cuDNN 9.13.0 artifacts): 400-440 forward and 330-350 backward TFLOP/s from
+8K to 128K; at 32K 0.155 (PyTorch) and 0.163 (flash-attn) of the peak combined, 0.17
+saturated (divided by the Blackwell tile fill at 32K causal, 0.934). The benchmark counts
+``4 * s^2 * heads * d`` FLOPs halved under the causal mask, as the callers here do.
+
+GB200 runs the same B200 die: its constant is B200's saturated TFLOP/s over GB200's 2,450
+peak convention. GB300 (Blackwell Ultra, doubled SFU exponential rate) has its own points
+in the same benchmark (:data:`CUDNN_GB300`, cuDNN 9.13.0): 1.20-1.29x B200's combined rate
+at every length, saturated 0.611 of 2,450 with the same ``s_half``.
+
+Release: cuDNN 9.10.2 and 9.13.0 agree within 3 % from 4K up; 9.17.0 is faster (the same
+benchmark on GB300, commit b372d39: 1.10x 9.13 at 32K), and FlashAttention-4 reaches up to
+1.3x cuDNN 9.13 (Zadouri et al., abstract). The Blackwell constants are the 9.10-9.13 rate.
+NeMo 25.04 (validation/stacks/ B200 long-sequence table, dgxc GB200 tables) builds on
+``nvcr.io/nvidia/pytorch:25.01-py3`` (NVIDIA/NeMo branch r2.3.0,
+``requirements/manifest.json``), whose cuDNN (9.7) has no published B200 SDPA benchmark:
+it is assumed to run at the 9.10 rate. Stacks built on cuDNN 9.17 or later probably run
+faster than the constants.
+
+Grouped-query attention shares K/V tiles across query heads inside the kernel
 and does not change its rate (FA2/FA3 kernels take GQA natively); the caller counts FLOPs
 by query heads.
 """
@@ -41,11 +84,30 @@ MEASURED = {
     ("fa2", "hopper"): 0.35,
     ("fa2", "ampere"): 0.575,
     ("fa3", "hopper"): 0.55,
+    ("fa2", "blackwell"): 0.17,
 }
 S_HALF_CAUSAL = 512.0  # keys per query row at which a causal kernel runs at half rate
 S_HALF_FULL = 160.0  # same, no mask
 D_HALF = 32.0  # head dim at which the per-row rate halves
 TE_REF_S_EFF = 1024.0  # the fit set's shortest sequence (2048, causal): s_eff = 1024
+# Blackwell: keys per query row at half rate, causal / no mask (fitted on the cuDNN
+# benchmark in the module docstring; the non-causal one scaled from Hopper's 160 / 512).
+BLACKWELL = {"s_half_causal": 1150.0, "s_half_full": 1150.0 * S_HALF_FULL / S_HALF_CAUSAL}
+# The cuDNN benchmark points (seq, forward, backward TFLOP/s on B200, peak 2,250) the
+# Blackwell constants were derived from: cudnn-frontend benchmark/sdpa_benchmark_training
+# artifacts, cuDNN 9.10.2 (commit 9793df5) and 9.13.0 (commit bb37575); see the docstring.
+CUDNN_B200 = {
+    "9.10.2": ((4096, 874.1, 694.7), (8192, 1197.4, 940.0), (16384, 1349.8, 1072.8),
+               (32768, 1429.6, 1124.4), (65536, 1448.0, 1058.2), (131072, 1330.2, 1023.5)),
+    "9.13.0": ((4096, 855.7, 701.3), (8192, 1171.3, 942.5), (16384, 1332.4, 1074.8),
+               (32768, 1419.0, 1108.7), (65536, 1382.3, 1073.1), (131072, 1355.4, 1047.8)),
+}
+# The same benchmark on GB300 (Blackwell Ultra; peak 2,450 in topologies/gb300-nvl72.yaml),
+# cuDNN 9.13.0, commit 0b1577c: the source of gb300-nvl72's attention_efficiency.
+CUDNN_GB300 = {
+    "9.13.0": ((4096, 1144.9, 892.6), (8192, 1495.7, 1130.1), (16384, 1702.5, 1267.8),
+               (32768, 1795.9, 1319.2), (65536, 1770.5, 1301.7), (131072, 1720.9, 1280.0)),
+}
 
 
 def arch(gpu: GPU) -> str:
@@ -61,10 +123,20 @@ def arch(gpu: GPU) -> str:
     return "other"
 
 
-def tile_fill(s_eff: float, causal: bool) -> float:
-    """``s_eff / (s_eff + s_half)``: the per-row amortisation of a flash kernel (0..1)."""
-    half = S_HALF_CAUSAL if causal else S_HALF_FULL
+def tile_fill(s_eff: float, causal: bool, architecture: str = "hopper") -> float:
+    """``s_eff / (s_eff + s_half)``: the per-row amortisation of a flash kernel (0..1);
+    ``s_half`` is Blackwell's on ``architecture == "blackwell"``, Hopper's otherwise."""
+    if architecture == "blackwell":
+        half = BLACKWELL["s_half_causal" if causal else "s_half_full"]
+    else:
+        half = S_HALF_CAUSAL if causal else S_HALF_FULL
     return s_eff / (s_eff + half) if s_eff > 0 else 0.0
+
+
+def fwd_bwd_rate(fwd: float, bwd: float) -> float:
+    """Forward + backward rate of one kernel pair, weighted by FLOPs (backward 2.5x the
+    forward, Dao 2023): ``3.5 / (1/fwd + 2.5/bwd)``, in the units of its inputs."""
+    return 3.5 / (1.0 / fwd + 2.5 / bwd)
 
 
 def head_factor(d: float) -> float:
@@ -79,8 +151,11 @@ def kernel_efficiency(family: str, gpu: GPU, s_k: float, d: float, causal: bool)
     the block is on the diagonal (half its square masked). See the module docstring.
     """
     s_eff = s_k * (0.5 if causal else 1.0)
-    measured = MEASURED.get((family, arch(gpu)))
+    a = arch(gpu)
+    measured = MEASURED.get((family, a))
+    if measured is None and a == "blackwell":  # te / cudnn: the topology's kernel figure
+        measured = gpu.attention_efficiency
     if measured is None:  # te / cudnn, or a family with no figure for this GPU
         ref = tile_fill(TE_REF_S_EFF, True)
         return gpu.attention_efficiency * min(1.0, tile_fill(s_eff, causal) / ref)
-    return measured * tile_fill(s_eff, causal) * head_factor(d)
+    return measured * tile_fill(s_eff, causal, a) * head_factor(d)

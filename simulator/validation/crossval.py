@@ -64,7 +64,9 @@ RECIPES: dict[str, tuple[Stage, ...]] = {
                        {"gpu.gemm_efficiency": (0.6, 0.8),
                         "gpu.attention_efficiency": (0.35, 0.6)}),
                  Stage("fp8", (FP8,))),
-    "gb200-nvl72": (Stage("bf16", ("gpu.gemm_efficiency", "gpu.attention_efficiency"),
+    # Blackwell fused attention is the cuDNN kernel's measured rate (topologies/*.yaml,
+    # simulator/compute/attention.py), not a fitted constant: GB200 fits its GEMMs only
+    "gb200-nvl72": (Stage("bf16", ("gpu.gemm_efficiency",),
                           {"gpu.gemm_efficiency": (0.40, 0.90)}),
                     Stage("fp8", (FP8,))),
     # no BF16 GB300 run is published: only the FP8 efficiency is fitted, the BF16 constants
