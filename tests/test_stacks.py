@@ -184,16 +184,18 @@ def _logits(stack: str, precision: str):
     return op, timed.duration
 
 
-def test_torchtitan_keeps_the_output_layer_in_bf16_under_float8():
+def test_torchtitan_and_megatron_keep_the_output_layer_in_bf16_under_fp8():
     tt_op, tt_fp8 = _logits("torchtitan", "fp8")
     _, tt_bf16 = _logits("torchtitan", "bf16")
     mg_op, mg_fp8 = _logits("megatron", "fp8")
-    assert tt_op.dtype == "bf16" and mg_op.dtype is None
+    un_op, un_fp8 = _logits("fsdp1", "fp8")  # a profile that leaves output_layer_fp8 unset
+    assert tt_op.dtype == "bf16" and mg_op.dtype == "bf16" and un_op.dtype is None
     assert load_stack("torchtitan").fp8_output_layer is False
-    assert load_stack("megatron").fp8_output_layer is None
-    # torchtitan's logits GEMM costs what the bf16 run's does; Megatron's (unset) is FP8
-    assert tt_fp8 == pytest.approx(tt_bf16)
-    assert mg_fp8 < 0.8 * tt_fp8
+    assert load_stack("megatron").fp8_output_layer is False  # GPTModel's ColumnParallelLinear
+    assert load_stack("fsdp1").fp8_output_layer is None
+    # the bf16 logits GEMM costs what the bf16 run's does; unset, it runs at the FP8 rate
+    assert tt_fp8 == pytest.approx(tt_bf16) and mg_fp8 == pytest.approx(tt_bf16)
+    assert un_fp8 < 0.8 * tt_fp8
     with pytest.raises(ConfigError, match="output_layer_fp8"):
         parse("bad", {"fp8": {"output_layer_fp8": {"value": "no", "source": "x"}}})
 
