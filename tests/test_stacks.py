@@ -14,7 +14,7 @@ from simulator.cli.main import main
 from simulator.collectives import collective_time
 from simulator.compute import memory_time
 from simulator.compute.attention import arch, head_factor, kernel_efficiency, tile_fill
-from simulator.config.stacks import load_stack, parse, stack_names
+from simulator.config.stacks import load_stack, parse, run_stack, stack_names, with_release
 from simulator.memory import model as memory_model
 from simulator.memory.model import fsdp_staged_params
 from simulator.workload import fp8
@@ -148,7 +148,7 @@ def test_fsdp_memory_follows_prefetch_and_resharding(monkeypatch):
     assert fsdp_staged_params(w, part, 0) == pytest.approx(layer + max(
         layer, *memory_model.stage_tables(w, part, 0)))
     keep = dataclasses.replace(load_stack("megatron"), reshard_after_forward=False)
-    monkeypatch.setattr(memory_model, "load_stack", lambda name: keep)
+    monkeypatch.setattr(memory_model, "run_stack", lambda training: keep)
     held = fsdp_staged_params(w, part, 0)
     assert held == pytest.approx(32 * layer + sum(memory_model.stage_tables(w, part, 0)))
 
@@ -242,3 +242,55 @@ def test_torchao_backward_copies_are_not_recomputed():
         parse("bad", {"fp8": {"input_bytes": {"value": 4.0, "source": "x"},
                               "weight_bytes": {"value": 1.0, "source": "x"},
                               "backward_transpose_bytes": {"value": 2.0, "source": "x"}}})
+
+
+def test_a_release_carries_the_values_it_had():
+    # AutoModel's FSDP2 default reduce dtype was bf16 until 6ec67a855 (2026-05-14)
+    now, then = load_stack("nemo-automodel"), load_stack("nemo-automodel", "AutoModel 2026-04")
+    assert (now.reduce_dtype, now.fsdp_reduce_copy_bytes_per_param) == ("fp32", 6.0)
+    assert (then.reduce_dtype, then.fsdp_reduce_copy_bytes_per_param) == ("bf16", 4.0)
+    assert load_stack("nemo-automodel", "AutoModel 2026-06") == now  # no entry: the profile
+    w = resolve("llama3-8b", "dgx-h100", dict(FSDP, **{
+        "training.stack": "nemo-automodel", "training.stack_release": "AutoModel 2026-04"}))[0]
+    assert run_stack(w.training).reduce_dtype == "bf16"
+    with pytest.raises(ConfigError, match="releases.x"):
+        with_release("bad", {"releases": {"x": {"value": {"fsdp.reduce_dtype": "bf16"}}}}, "x")
+    with pytest.raises(ConfigError, match="section.key"):
+        with_release("bad", {"releases": {"x": {"value": {"nosuch": 1}, "source": "s"}}}, "x")
+
+
+def test_run_settings_pick_attention_and_compiled_kernels():
+    base = {"training.stack": "nemo-automodel"}
+    eager = resolve("llama3-8b", "dgx-h100", base)[0]
+    compiled = resolve("llama3-8b", "dgx-h100", dict(base, **{"training.torch_compile": True}))[0]
+    fused = {o.name: o.nbytes for o in layer_forward(resolve("llama3-8b", "dgx-h100")[0])}
+    e = {o.name: o.nbytes for o in layer_forward(eager)}
+    c = {o.name: o.nbytes for o in layer_forward(compiled)}
+    assert e["input_layernorm"] == pytest.approx(9.0 * fused["input_layernorm"])
+    assert c == pytest.approx(fused)  # torch.compile: one pass per elementwise op
+    assert run_stack(eager.training).cp_merge_overlapped  # TE's CP: merges overlapped
+    sdpa = resolve("llama3-8b", "dgx-h100", dict(base, **{"training.attention_family": "fa2"}))[0]
+    st = run_stack(sdpa.training)
+    assert st.attention_family == "fa2" and not st.cp_merge_overlapped  # PyTorch's CP ring
+    assert simulate("llama3-8b", "dgx-h100", dict(base, **{"training.attention_family": "fa2"}),
+                    variability=False).step_time_s > simulate(
+        "llama3-8b", "dgx-h100", base, variability=False).step_time_s  # FA2 < TE on H100
+    with pytest.raises(ConfigError, match="attention_family"):
+        resolve("llama3-8b", "dgx-h100", {"training.attention_family": "xformers"})
+
+
+def test_deepspeed_pipeline_sends_block_the_sender():
+    from simulator.workload.blocking_p2p import p2p_seconds
+    plan_over = {"parallelism.pipeline": 4, "parallelism.tensor": 2, "parallelism.data": 1,
+                 "training.global_batch_size": 16, "training.use_flash_attn": False}
+    runs = {}
+    for name in ("megatron", "deepspeed"):
+        w, t = resolve("llama3-8b", "dgx-h100", dict(plan_over, **{"training.stack": name}))
+        runs[name] = simulate_resolved(w, t, variability=False)
+    (mr, mp, _), (dr, dp, _) = runs["megatron"], runs["deepspeed"]
+    send = p2p_seconds(dp.workload, dp.topo, dp.groups)
+    assert send > 0 and not np.any(dp.engine_input.p2p) and np.all(mp.engine_input.p2p == send)
+    fwd, bwd = dp.engine_input.fwd - mp.engine_input.fwd, dp.engine_input.bwd - mp.engine_input.bwd
+    assert np.allclose(fwd[:3], send) and np.allclose(fwd[3], 0.0)  # the last stage sends none
+    assert np.allclose(bwd[1:], send) and np.allclose(bwd[0], 0.0)  # nor the first, backward
+    assert dr.step_time_s > mr.step_time_s

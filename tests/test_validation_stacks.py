@@ -121,3 +121,42 @@ def test_report_slices_by_stack_band_gpu_and_source(records):
     # a stack with a single source gets no factor: its source-out error is the plain one
     single = [r for r in cv if r["stack"] == "fsdp1"]
     assert single and all(r["factor"] == 1.0 and r["cv_error"] == r["error"] for r in single)
+
+
+def _bar(cv: list[dict], stack: str, n: int) -> list[float]:
+    """Source-left-out |errors| of ``stack``'s runs; the issue's bar is median <= 6 %,
+    worst <= 20 % per stack."""
+    errs = [abs(r["cv_error"]) for r in cv if r["stack"] == stack]
+    assert len(errs) == n, errs
+    assert statistics.median(errs) <= 0.06 and max(errs) <= 0.20, errs
+    return errs
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "Megatron-DeepSpeed MT-NLG 530B (Smith et al. 2022; TP8 x PP35, GBS 1920, 2240 / 2800 / "
+    "3360 A100) measured 60.1 / 50.2 / 44.4 s, predicted 49.1 / 40.6 / 35.0 s (-18 to -21 %). "
+    "The same plan under Megatron-LM 1F1B (Narayanan et al. 2021 Table 2, validation/) ran "
+    "159-171 TFLOP/s against DeepSpeed's 113-126: plain 1F1B and DeepSpeed's blocking pipeline "
+    "sends are modelled (2 % of it); the rest of DeepSpeed 2021's engine cost is not identified "
+    "(unstated micro-batch, ZeRO stage and activation-checkpointing options)"))
+def test_deepspeed_runs_meet_the_bar(records):
+    _bar(crossvalidate(records), "deepspeed", 3)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "NeMo AutoModel Llama 3 70B (64 H100, FSDP2 32 x CP 2, 8K, full recompute, compile, SDPA "
+    "FlashAttention-2) measured 18.90 s, predicted 21.45 s (+13.5 %): the FSDP2 copy kernels "
+    "(1.18 s) and FA2's measured 35 % of peak are sourced; the run's 389 model TFLOP/s needs "
+    "more than the simulator's FA2 and GEMM rates give (one run, one source)"))
+def test_nemo_automodel_runs_meet_the_bar(records):
+    _bar(crossvalidate(records), "nemo-automodel", 1)
+
+
+def test_deepspeed_blocking_sends_slow_the_mtnlg_plan(records):
+    # the physics DeepSpeed's engine adds over Megatron's: each pipeline send holds its sender
+    cases = {c.id: c for c in load_cases(FOLDER)}
+    for cid in ("mtnlg-530b-2240g", "mtnlg-530b-3360g"):
+        c = cases[cid]
+        mine = next(r["predicted"] for r in records if r["id"] == cid)
+        c.spec["overrides"] = {**c.spec["overrides"], "training.stack": "megatron"}
+        assert mine > predict_step_time(c)

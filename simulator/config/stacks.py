@@ -16,9 +16,21 @@ were fitted on). Every value carries a ``source`` (document, file or commit). Se
   run eagerly as several kernels, as bytes multipliers per op (:mod:`simulator.workload.ops`);
 * ``fp8``: HBM bytes per element of the recipe's casts (:mod:`simulator.workload.fp8`),
   and whether the output projection is an FP8 linear (``output_layer_fp8``; unset: it
-  runs in the run's precision, the behaviour the FP8 GEMM constant was fitted with);
+  runs in the run's precision);
+* ``pipeline``: whether a pipeline send blocks the sender (DeepSpeed's engine) or runs
+  beside the next phase (Megatron-Core; :mod:`simulator.workload.blocking_p2p`);
 * ``efficiency``: per-stack factors fitted on that stack's published runs (empty unless
-  measurements exist; see validation/stacks/README.md).
+  measurements exist; see validation/stacks/README.md);
+* ``releases``: values a release had that differ from the profile's (release prefix ->
+  ``{value: {"section.key": value}, source}``), e.g. a default changed between releases.
+
+A run's own settings override the profile (:func:`run_stack`): ``training.stack_release``
+picks the release's values, ``training.attention_family`` the attention kernel the run
+configured (e.g. a Hugging Face ``attn_implementation``; a family other than ``te`` under
+context parallelism runs in PyTorch's ring, whose merges are not overlapped), and ``training.torch_compile:
+true`` drops the eager elementwise factors (``torch.compile`` fuses each norm, RoPE and
+SwiGLU into one kernel that reads and writes each element once, as the torchtitan profile
+states).
 """
 
 from __future__ import annotations
@@ -26,6 +38,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
+
+import copy
+from dataclasses import replace
 
 import yaml
 
@@ -65,6 +80,7 @@ class Stack:
     # run's precision, as the GPU constants were fitted (workload/ops.py output_forward)
     fp8_output_layer: bool | None = None
     cp_merge_overlapped: bool = False  # ring merges hidden beside the next step's kernel
+    blocking_p2p: bool = False  # a pipeline send holds the sender until it completes
     efficiency: dict[str, float] = field(default_factory=dict)
 
     def attention_for(self, release: str | None) -> str:
@@ -81,9 +97,12 @@ def _value(doc: dict, section: str, key: str, default: Any) -> Any:
     return item["value"] if isinstance(item, dict) and "value" in item else item
 
 
+_SECTIONS = ("attention", "context_parallel", "fsdp", "launch", "fp8", "pipeline")
+
+
 def _check_sources(name: str, doc: dict) -> None:
     """Every value of a profile states its source (``{value: ..., source: ...}``)."""
-    for section in ("attention", "context_parallel", "fsdp", "launch", "fp8"):
+    for section in _SECTIONS:
         for key, item in (doc.get(section) or {}).items():
             if not (isinstance(item, dict) and item.get("source")):
                 raise ConfigError(f"stacks/{name}.yaml {section}.{key}", item,
@@ -148,6 +167,7 @@ def parse(name: str, doc: dict) -> Stack:
         fp8_output_layer=_optional_bool(name, "fp8", "output_layer_fp8",
                                         _value(doc, "fp8", "output_layer_fp8", None)),
         cp_merge_overlapped=bool(_value(doc, "context_parallel", "merge_overlapped", False)),
+        blocking_p2p=bool(_value(doc, "pipeline", "blocking_p2p", False)),
         efficiency={k: float(v) for k, v in (doc.get("efficiency") or {}).items()
                     if k != "source"})
 
@@ -157,11 +177,61 @@ def stack_names() -> list[str]:
     return shipped_names("stacks")
 
 
-@lru_cache(maxsize=None)
-def load_stack(name: str = DEFAULT) -> Stack:
-    """The shipped profile ``name``; ConfigError listing the shipped ones otherwise."""
+def _doc(name: str) -> dict:
     for base in shipped_dirs("stacks"):
         path = base / f"{name}.yaml"
         if path.is_file():
-            return parse(name, yaml.safe_load(path.read_text()) or {})
+            return yaml.safe_load(path.read_text()) or {}
     raise ConfigError("training.stack", name, f"must be one of {', '.join(stack_names())}")
+
+
+def with_release(name: str, doc: dict, release: str | None) -> dict:
+    """``doc`` with the values of the first ``releases`` entry whose prefix ``release``
+    starts with (each ``"section.key": value``, sourced by the entry's ``source``)."""
+    entries = doc.get("releases") or {}
+    for prefix, item in entries.items():
+        if not (isinstance(item, dict) and item.get("source")
+                and isinstance(item.get("value"), dict)):
+            raise ConfigError(f"stacks/{name}.yaml releases.{prefix}", item,
+                              "must be {value: {section.key: value}, source: ...}")
+        for dotted in item["value"]:
+            section, _, key = str(dotted).partition(".")
+            if section not in _SECTIONS or not key:
+                raise ConfigError(f"stacks/{name}.yaml releases.{prefix}", dotted,
+                                  f"must be section.key with section one of "
+                                  f"{', '.join(_SECTIONS)}")
+    for prefix, item in entries.items():
+        if release and str(release).startswith(str(prefix)):
+            out = copy.deepcopy(doc)
+            for dotted, v in item["value"].items():
+                section, _, key = str(dotted).partition(".")
+                out.setdefault(section, {})[key] = {"value": v, "source": item["source"]}
+            return out
+    return doc
+
+
+@lru_cache(maxsize=None)
+def load_stack(name: str = DEFAULT, release: str | None = None) -> Stack:
+    """The shipped profile ``name`` (with ``release``'s values where its ``releases``
+    section names that release); ConfigError listing the shipped ones otherwise."""
+    doc = _doc(name)
+    return parse(name, with_release(name, doc, release))
+
+
+def run_stack(training: Any) -> Stack:
+    """The profile a run used: ``training.stack`` at ``training.stack_release``, with the
+    run's own ``attention_family`` and ``torch_compile`` settings (module docstring)."""
+    stack = load_stack(training.stack, getattr(training, "stack_release", None))
+    family = getattr(training, "attention_family", None)
+    if family is not None:
+        if family not in FAMILIES:
+            raise ConfigError("training.attention_family", family,
+                              f"must be one of {', '.join(FAMILIES)}")
+        # a kernel other than TE's under CP runs in PyTorch's context_parallel ring (SDPA),
+        # which merges each step's output on the compute stream after that step's kernel
+        # (torch/distributed/tensor/experimental/_attention.py _SDPAMerger.step)
+        stack = replace(stack, attention_family=family, attention_by_release=(),
+                        cp_merge_overlapped=stack.cp_merge_overlapped and family == "te")
+    if getattr(training, "torch_compile", None) is True and stack.elementwise:
+        stack = replace(stack, elementwise={})
+    return stack

@@ -32,7 +32,7 @@ workload, so the dependency runs one way.
 from __future__ import annotations
 
 from ..errors import ConfigError
-from .stacks import load_stack
+from .stacks import run_stack
 from .topology import TopologyConfig
 from .workload import MAX_TOKENS, Workload
 
@@ -46,7 +46,7 @@ def _divides(field: str, value: int, target: int, what: str, why: str = "") -> N
 
 def check_config(w: Workload, topo: TopologyConfig) -> None:
     """Raise ConfigError for the first field rule the plan breaks."""
-    load_stack(w.training.stack)  # training.stack names a shipped profile (one-line error)
+    run_stack(w.training)  # training.stack names a shipped profile (one-line error)
     _check_size(w, topo)
     _check_tensor(w)
     _check_domain(w, topo)

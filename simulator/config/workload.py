@@ -313,6 +313,13 @@ class TrainingConfig(Schema):
     stack: str = "megatron"
     # The stack's release as published (e.g. "NeMo 24.03"): profiles may pick kernels by it.
     stack_release: str | None = None
+    # The attention kernel the run configured where it is not the stack's default (e.g. a
+    # Hugging Face attn_implementation "sdpa" = FlashAttention-2): te, fa2, fa3 or cudnn;
+    # None: the stack's (simulator/config/stacks.py run_stack).
+    attention_family: Literal["te", "fa2", "fa3", "cudnn"] | None = None
+    # torch.compile on (true): elementwise ops fused, the profile's eager byte factors not
+    # applied; None / false: the profile as stated.
+    torch_compile: bool | None = None
 
     @check
     def _check(self) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..config.stacks import load_stack
+from ..config.stacks import run_stack
 from ..config.workload import Workload
 from ..errors import ConfigError
 from ..hardware import Topology
@@ -192,7 +192,7 @@ def fsdp_staged_params(w: Workload, partition: Partition, stage: int) -> float:
     the forward stays until its backward, so the whole stage is held unsharded."""
     ids = stage_layer_indices(partition, stage)
     moe = w.model.moe
-    stack = load_stack(w.training.stack)
+    stack = run_stack(w.training)
     tables = stage_tables(w, partition, stage)
     if not stack.reshard_after_forward:
         return sum(layer_params(w, moe is not None and is_moe_layer(moe, i)).total

@@ -51,7 +51,7 @@ import numpy as np
 from ..collectives import collective_time
 from ..compute import attention_time, memory_time
 from ..compute.attention import kernel_efficiency
-from ..config.stacks import load_stack
+from ..config.stacks import run_stack
 from ..hardware import Topology
 
 BWD_FLOPS = 2.5  # flash-attention backward / forward FLOPs (Dao 2023)
@@ -213,7 +213,7 @@ def make_attention(w, topo: Topology, groups, x):
     algo = p.context_parallel_algo
     u = _ulysses_degree(algo, c, place.local, x.g_t)
     r = c // u
-    stack = load_stack(w.training.stack)
+    stack = run_stack(w.training)
     family = stack.attention_for(w.training.stack_release)
     out_elems = x.b * (x.s / r) * (x.a_t / u) * x.d
     kv_elems = 2.0 * x.b * (x.s / r) * (x.g_t / u) * x.d

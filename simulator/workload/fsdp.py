@@ -59,7 +59,7 @@ import numpy as np
 from ..precision import DTYPE_BYTES
 from ..collectives import collective_time
 from ..compute import memory_time
-from ..config.stacks import Stack, load_stack
+from ..config.stacks import Stack, run_stack
 from ..config.workload import Workload
 from ..hardware import Placement, Topology
 from ..memory.states import weight_bytes
@@ -98,7 +98,7 @@ def unit_collectives(w: Workload, topo: Topology, shape: PlanShape,
     not shard them. The outer reduction (HSDP only, last micro-batch) all-reduces the
     unit's gradient shard across the instances, or reduce-scatters it under HFSDP."""
     tr = w.training
-    stack = load_stack(tr.stack)
+    stack = run_stack(tr)
     sp = shape.params[stage]
     per_chunk = shape.partition.layers[stage]
     share = per_chunk[chunk] / max(1, sum(per_chunk)) / units(
@@ -178,7 +178,7 @@ def add_fsdp_traffic(w: Workload, topo: Topology, shape: PlanShape,
         return None
     added = (np.zeros_like(fwd), np.zeros_like(bwd))
     slowdown = topo.gpu.comm_overlap_slowdown
-    stack = load_stack(tr.stack)
+    stack = run_stack(tr)
     depth = stack.prefetch_depth
     for s in range(fwd.shape[0]):
         for c in range(fwd.shape[1]):

@@ -22,6 +22,7 @@ from ..engine import EngineInput
 from ..hardware import Placement, Topology
 from .chunk_cost import ChunkCoster
 from .cost import Phase
+from .blocking_p2p import add_blocking_sends
 from .fsdp import add_fsdp_traffic
 from .moe.layer import MoECost
 from .moe.part import add_ep_breakdown
@@ -114,6 +115,7 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
                       None if ops or bound_only else phases)
     fsdp = add_fsdp_traffic(w, topo, bld.shape, bld.groups, fwd, bwd,
                             None if bound_only else totals)
+    add_blocking_sends(w, topo, bld.shape, bld.groups, fwd, bwd, None if bound_only else totals)
     params = list(bld.shape.params)
     notes = [bld.part.note] if "even split" not in bld.part.note else []
     imbalance = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..config.stacks import Stack, load_stack
+from ..config.stacks import Stack, run_stack
 from ..config.workload import Workload
 from .opcopy import derive
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the Op type only; ops.py imports this module
 
 def stack_of(w: Workload) -> Stack:
     """The workload's stack profile (``training.stack``, stacks/<name>.yaml)."""
-    return load_stack(w.training.stack)
+    return run_stack(w.training)
 
 
 def attention_family(w: Workload) -> str:

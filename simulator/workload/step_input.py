@@ -47,6 +47,7 @@ from ..config.workload import Workload
 from ..engine import EngineInput
 from ..hardware import Placement, Topology
 from ..memory.states import weight_bytes
+from .blocking_p2p import engine_p2p
 from .layout import strides
 from .ops import dims
 from ..shape.params import StageParams
@@ -121,6 +122,7 @@ def engine_input(w: Workload, topo: Topology, shape: PlanShape, groups: dict[str
     P, V = p.pipeline, shape.chunks
     act = x.Tn * x.h * x.e  # SP sends the sequence-parallel shard between stages
     p2p = collective_time("send_recv", act, g["pp"], topo) if P > 1 else 0.0
+    p2p = engine_p2p(w, p2p)  # DeepSpeed-style blocking sends sit in the phases instead
     dense_shard, edp = shape.dense_shard, shape.expert_shard
     buckets, sizes, opt, ag, ag_bytes = [], [], [], [], []
     grad_bytes = grad_comm_bytes(w)
