@@ -191,8 +191,12 @@ def report(records: list[dict], cv: list[dict]) -> str:
     lines.append("")
     for key in ("stack", "band", "gpu"):
         lines += _table(f"By {key}", summary(records, key))
-    lines += ["## Cross-validated, whole sources left out (per-stack factor from the "
-              "stack's other sources)", ""]
+    lines += ["## Whole sources left out, with a per-stack factor", "",
+              "No constant is fitted on these sources, so the tables above are already "
+              "their source-left-out errors. Below, each source is predicted with a "
+              "per-stack factor fitted on the stack's *other* sources (the geometric mean "
+              "of measured / predicted): the check that decides whether a stack profile "
+              "ships an `efficiency` factor (only where it beats the unfitted error).", ""]
     for key in ("stack", "band", "gpu", "source"):
         lines += _table(f"By {key}", summary(cv, key, "cv_error"))
     return "\n".join(lines) + "\n"
