@@ -8,7 +8,9 @@ Returns the achieved fraction of the GPU's dense bf16 peak (dimensionless) for o
   efficiency is the topology's fitted ``gpu.attention_efficiency`` (topologies/*.yaml), which
   holds for the sequences it was fitted on (2K-8K causal, head dim 128-192); a kernel whose
   work per query row is shorter than the shortest of them (context-parallel blocks, short
-  sequences) runs at the tile-fill fraction below, relative to that length.
+  sequences, sliding windows) runs at the tile-fill fraction below, relative to that length,
+  and one with a head dim below the fit set's 128 at the head-dim factor below (relative to
+  128, never above 1: the fitted value already stands for 128-192).
 * ``fa2``: FlashAttention-2 (also PyTorch SDPA's flash backend). Measured, not fitted:
   H100 0.35 of the bf16 peak ("FlashAttention-2 achieves only 35% utilization on the H100",
   Shah et al. 2024, FlashAttention-3, abstract; Azure AI-benchmarking-guide measured 327.9
@@ -82,5 +84,6 @@ def kernel_efficiency(family: str, gpu: GPU, s_k: float, d: float, causal: bool)
     measured = MEASURED.get((family, arch(gpu)))
     if measured is None:  # te / cudnn, or a family with no figure for this GPU
         ref = tile_fill(TE_REF_S_EFF, True)
-        return gpu.attention_efficiency * min(1.0, tile_fill(s_eff, causal) / ref)
+        return (gpu.attention_efficiency * min(1.0, tile_fill(s_eff, causal) / ref)
+                * min(1.0, head_factor(d)))
     return measured * tile_fill(s_eff, causal) * head_factor(d)
