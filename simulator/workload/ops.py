@@ -119,9 +119,9 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
     Flash attention: ``4 * b * s_q * s_k * heads * d`` FLOPs for the full square,
     half of it under the causal mask (Dao et al. 2022). Sliding-window layers
     (``model.window_size`` = ``w``, Megatron-Core; every layer but each
-    ``window_attn_skip_freq``-th) attend to ``w + 1`` keys per query: ``4 * b * s_q *
-    (w + 1) * heads * d`` FLOPs, in a kernel whose per-row work is that of a causal kernel
-    over ``2 (w + 1)`` keys (the band's edge tiles are masked as a causal diagonal is;
+    ``window_attn_skip_freq``-th) attend to ``min(p, w) + 1`` keys at position ``p``, on
+    average ``k_w`` (:func:`window_keys`): ``4 * b * s_q * k_w * heads * d`` FLOPs, in a
+    kernel whose per-row work is that of a causal kernel over ``2 k_w`` keys (the band's edge tiles are masked as a causal diagonal is;
     :func:`simulator.compute.attention.kernel_efficiency`); Transformer Engine passes the
     window to cuDNN's fused kernel, which skips the tiles outside the band. The op list
     stands for every layer, so the windowed and full layers' attention appear as two ops
@@ -141,7 +141,7 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
         share = window_share(w)
         if share == 0.0 or x.cp > 1:
             return [Op("attention", "attn", flops=full * 0.5, model_flops=full, attn=kernel)]
-        keys = min(float(w.model.window_size or 0) + 1.0, float(x.s))
+        keys = window_keys(x.s, w.model.window_size or 0)
         band = 4.0 * q * keys * x.a_t * head * share
         ops = [Op("attention_window", "attn", flops=band, model_flops=band,
                   attn=(kernel[0], 2.0 * keys, float(head), True))]
@@ -157,6 +157,15 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
         Op("attn_values", "gemm", flops=full * 0.5, shape=(x.s / x.cp, x.d, x.s),
            batch=x.b * x.a_t, model_flops=full * 0.5),
     ]
+
+
+def window_keys(s: float, window: int) -> float:
+    """Mean keys per query row of causal attention over ``s`` tokens with a sliding window
+    of ``window`` keys before the query (Megatron-Core / Transformer Engine ``window_size =
+    (window, 0)``): row ``p`` (0-based) sees ``min(p, window) + 1`` keys. A window of
+    ``s - 1`` or more is plain causal attention, ``(s + 1) / 2``."""
+    k = min(float(window) + 1.0, float(s))
+    return (k * (k + 1.0) / 2.0 + (s - k) * k) / s
 
 
 def window_share(w: Workload) -> float:
