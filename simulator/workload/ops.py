@@ -121,7 +121,8 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
     (``model.window_size`` = ``w``, Megatron-Core; every layer but each
     ``window_attn_skip_freq``-th) attend to ``min(p, w) + 1`` keys at position ``p``, on
     average ``k_w`` (:func:`window_keys`): ``4 * b * s_q * k_w * heads * d`` FLOPs, in a
-    kernel whose per-row work is that of a causal kernel over ``2 k_w`` keys (the band's edge tiles are masked as a causal diagonal is;
+    kernel whose per-row work is that of a causal kernel over ``2 k_w`` keys (the band's
+    edge tiles are masked as a causal diagonal is;
     :func:`simulator.compute.attention.kernel_efficiency`); Transformer Engine passes the
     window to cuDNN's fused kernel, which skips the tiles outside the band. The op list
     stands for every layer, so the windowed and full layers' attention appear as two ops
