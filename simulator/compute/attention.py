@@ -8,8 +8,10 @@ Returns the achieved fraction of the GPU's dense bf16 peak (dimensionless) for o
   Ampere / Hopper its efficiency is the topology's fitted ``gpu.attention_efficiency``
   (topologies/*.yaml), which holds for the sequences it was fitted on (2K-8K causal, head
   dim 128-192); a kernel whose work per query row is shorter than the shortest of them
-  (context-parallel blocks, short sequences) runs at the tile-fill fraction below, relative
-  to that length. On Blackwell (B200 / GB200 / GB300) ``gpu.attention_efficiency`` is the
+  (context-parallel blocks, short sequences, sliding windows) runs at the tile-fill fraction
+  below, relative to that length, and one with a head dim below the fit set's 128 at the
+  head-dim factor below (relative to 128, never above 1: the fitted value already stands for
+  128-192). On Blackwell (B200 / GB200 / GB300) ``gpu.attention_efficiency`` is the
   *saturated* rate of the cuDNN SDPA kernel measured in isolation (not fitted on training
   steps, see :data:`BLACKWELL`), and the Blackwell tile fill and head-dim factor apply in
   full, as for ``fa2`` / ``fa3``.
@@ -157,5 +159,6 @@ def kernel_efficiency(family: str, gpu: GPU, s_k: float, d: float, causal: bool)
         measured = gpu.attention_efficiency
     if measured is None:  # te / cudnn, or a family with no figure for this GPU
         ref = tile_fill(TE_REF_S_EFF, True)
-        return gpu.attention_efficiency * min(1.0, tile_fill(s_eff, causal) / ref)
+        return (gpu.attention_efficiency * min(1.0, tile_fill(s_eff, causal) / ref)
+                * min(1.0, head_factor(d)))
     return measured * tile_fill(s_eff, causal, a) * head_factor(d)

@@ -43,6 +43,7 @@ MtpDepth = integer(ge=0, le=16)
 Capacity = real(gt=0, le=1000)
 Skew = real(ge=0, le=100)
 Dropout = real(ge=0, lt=1)
+ClampValue = real(gt=0, le=1e6)
 Headroom = real(ge=0, le=1e6)
 
 
@@ -120,6 +121,17 @@ class ModelConfig(Schema):
     qk_pos_emb_head_dim: Width | None = None
     v_head_dim: Width | None = None
     mtp_num_layers: MtpDepth = 0  # multi-token prediction depth (DeepSeek-V3: 1)
+    # Megatron-Core add_bias_linear (GPT-OSS: true): biases on the linear layers; the routed
+    # experts' FC2 bias is added outside the grouped GEMM (simulator/workload/moe/eager.py).
+    add_bias_linear: bool = False
+    # Megatron-Core activation_func_clamp_value (GPT-OSS: 7.0): the GLU inputs are clamped
+    # before the fused activation, as separate kernels (simulator/workload/moe/eager.py).
+    activation_func_clamp_value: ClampValue | None = None
+    # Megatron-Core window_size (its left element: keys before the query; GPT-OSS 128) and
+    # window_attn_skip_freq (every k-th layer, 1-based, keeps full attention; None: every
+    # layer windowed): sliding-window attention, costed in simulator/workload/ops.py.
+    window_size: Tokens | None = None
+    window_attn_skip_freq: PositiveInt | None = None
 
     @check
     def _check(self) -> None:
@@ -128,6 +140,10 @@ class ModelConfig(Schema):
                 if getattr(self, f) is None:
                     raise ConfigError(f"model.{f}", None,
                                       "required when model.multi_latent_attention is true")
+        if self.window_attn_skip_freq is not None and self.window_size is None:
+            raise ConfigError("model.window_attn_skip_freq", self.window_attn_skip_freq,
+                              "needs model.window_size (Megatron-Core: the skip frequency "
+                              "selects which layers keep full attention)")
         groups = self.num_query_groups or self.num_attention_heads
         if self.num_attention_heads % groups:
             raise ConfigError("model.num_query_groups", groups,
@@ -241,6 +257,10 @@ class TrainingConfig(Schema):
                                    "moe_preprocess"]] = Field(default_factory=lambda: ["full"])
     # Megatron-Core's older --enable-cuda-graph: the same as cuda_graph_impl "local"
     enable_cuda_graph: bool = False
+    # Megatron-Core use_transformer_engine_op_fuser: the routed experts run as Transformer
+    # Engine fused ops (GroupedLinear, ScaledClampedQGeGLU, scaled bias), so the clamp and
+    # the expert FC2 bias cost no eager kernels (simulator/workload/moe/eager.py).
+    use_transformer_engine_op_fuser: bool = False
 
     @property
     def graph_impl(self) -> str:

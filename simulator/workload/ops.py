@@ -26,6 +26,7 @@ from ..config.workload import Workload
 from ..shape import mla
 from ..shape.plan_shape import microbatch_tokens
 from . import fp8
+from .moe.eager import eager_expert_ops
 from .opcopy import derive
 from .stackops import attention_family, stack_of, with_stack_kernels
 
@@ -119,7 +120,17 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
     """The attention core for the local query chunk against the full (causal) sequence.
 
     Flash attention: ``4 * b * s_q * s_k * heads * d`` FLOPs for the full square,
-    half of it under the causal mask (Dao et al. 2022). Without flash
+    half of it under the causal mask (Dao et al. 2022). Sliding-window layers
+    (``model.window_size`` = ``w``, Megatron-Core; every layer but each
+    ``window_attn_skip_freq``-th) attend to ``min(p, w) + 1`` keys at position ``p``, on
+    average ``k_w`` (:func:`window_keys`): ``4 * b * s_q * k_w * heads * d`` FLOPs, in a
+    kernel whose per-row work is that of a causal kernel over ``2 k_w`` keys (the band's
+    edge tiles are masked as a causal diagonal is;
+    :func:`simulator.compute.attention.kernel_efficiency`); Transformer Engine passes the
+    window to cuDNN's fused kernel, which skips the tiles outside the band. The op list
+    stands for every layer, so the windowed and full layers' attention appear as two ops
+    weighted by their share of the layers (``attention``, ``attention_window``). Under
+    context parallelism the window is not modelled (full causal attention). Without flash
     attention (Megatron 2022), the ``b*a*s*s`` score matrix is written and read
     by a fused scale-mask-softmax and a dropout (about 9 bytes per score
     element) between two batched GEMMs.
@@ -131,7 +142,17 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
     if w.training.use_flash_attn or w.model.multi_latent_attention:
         head = mla.qk_dim(w.model) if w.model.multi_latent_attention else x.d
         kernel = (attention_family(w), float(x.s), float(head), True)
-        return [Op("attention", "attn", flops=full * 0.5, model_flops=full, attn=kernel)]
+        share = window_share(w)
+        if share == 0.0 or x.cp > 1:
+            return [Op("attention", "attn", flops=full * 0.5, model_flops=full, attn=kernel)]
+        keys = window_keys(x.s, w.model.window_size or 0)
+        band = 4.0 * q * keys * x.a_t * head * share
+        ops = [Op("attention_window", "attn", flops=band, model_flops=band,
+                  attn=(kernel[0], 2.0 * keys, float(head), True))]
+        if share < 1.0:
+            ops.insert(0, Op("attention", "attn", flops=full * 0.5 * (1.0 - share),
+                             model_flops=full * (1.0 - share), attn=kernel))
+        return ops
     scores = x.b * x.a_t * (x.s / x.cp) * x.s
     return [
         Op("attn_scores", "gemm", flops=full * 0.5, shape=(x.s / x.cp, x.s, x.d),
@@ -140,6 +161,30 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
         Op("attn_values", "gemm", flops=full * 0.5, shape=(x.s / x.cp, x.d, x.s),
            batch=x.b * x.a_t, model_flops=full * 0.5),
     ]
+
+
+def window_keys(s: float, window: int) -> float:
+    """Mean keys per query row of causal attention over ``s`` tokens with a sliding window
+    of ``window`` keys before the query (Megatron-Core / Transformer Engine ``window_size =
+    (window, 0)``): row ``p`` (0-based) sees ``min(p, window) + 1`` keys. A window of
+    ``s - 1`` or more is plain causal attention, ``(s + 1) / 2``."""
+    k = min(float(window) + 1.0, float(s))
+    return (k * (k + 1.0) / 2.0 + (s - k) * k) / s
+
+
+def window_share(w: Workload) -> float:
+    """Share of the layers with sliding-window attention (0..1): Megatron-Core
+    ``is_layer_window_attention`` (megatron/core/transformer/utils.py): every layer when
+    ``window_attn_skip_freq`` is None, else each layer whose 1-based number is not a
+    multiple of it; counted over the model's layers."""
+    m = w.model
+    if m.window_size is None:
+        return 0.0
+    k = m.window_attn_skip_freq
+    if k is None:
+        return 1.0
+    n = m.num_layers
+    return (n - n // k) / n
 
 
 def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
@@ -308,7 +353,8 @@ def nearest_gemm(ops: list[Op], i: int, direction: int) -> int | None:
 # Forward ops each selective-recompute module re-runs before the backward (Megatron-Core
 # --recompute-modules); full recompute re-runs the whole layer.
 MODULE_OPS = {
-    "core_attn": ("attention", "attn_scores", "softmax_dropout", "attn_values"),
+    "core_attn": ("attention", "attention_window", "attn_scores", "softmax_dropout",
+                  "attn_values"),
     "layernorm": ("input_layernorm", "residual_layernorm"),
     "mlp": ("tp_allgather_mlp", "fc1_fp8_cast", "fc1", "activation", "fc2_fp8_cast", "fc2",
             "tp_reduce_mlp"),
@@ -335,6 +381,8 @@ def recompute_ops(w: Workload, fwd: list[Op], moe_layer: bool = False) -> list[O
     if moe_layer and moe is not None and rc.has("moe_act") and not rc.has("moe"):
         x = dims(w)
         f_e = (moe.ffn_hidden_size or w.model.ffn) / w.parallelism.etp
+        # + the eager GLU clamp inside the checkpointed function (moe/eager.py)
+        clamp = eager_expert_ops(w, f_e, x.h).redo_row_bytes
         ops.append(mem("expert_activation_recompute",
-                       x.T * moe.router_topk * f_e * x.e * (3 if x.glu else 2)))
+                       x.T * moe.router_topk * (f_e * x.e * (3 if x.glu else 2) + clamp)))
     return ops

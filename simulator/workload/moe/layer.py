@@ -49,6 +49,7 @@ from ..cost import Phase
 from .costs import cost_slot
 from .dispatch import Dispatcher
 from .draws import DrawTable, draw_table
+from .eager import eager_expert_ops
 from .host import BACKWARD_FACTOR, Fusions, graphed_scopes, launch_counts, layer_periods
 from .part import PART_FIELDS, MoEPart, part_fields
 
@@ -83,6 +84,9 @@ class MoECost:
                         rope=tr.apply_rope_fusion)
         self.launches = launch_counts(len(self.base[0].ops), m.moe.num_experts // self.ep,
                                       self.fp8, graphed, fused)
+        # clamped GLU and expert FC2 bias outside the fused kernels: GPU time only, their
+        # launches are not added to the fitted host model (:mod:`.eager`, "Host")
+        self.eager = eager_expert_ops(w, self.ffn / self.etp, self.h)
         self.dispatcher = self._dispatcher()
         self.shared = self._shared_seconds(m.moe.shared_expert_ffn_hidden_size / p.tensor, T)
         self._table: DrawTable | None = None
@@ -118,7 +122,8 @@ class MoECost:
         the expert and token shapes, precision, sync, launches, the shared expert and the
         layer's base phase times."""
         return (id(self.topo), self._place, self.moe.model_dump_json(), self.ep,
-                self.etp, self.tokens, self.h, self.ffn, self.glu, self.fp8, self.synced,
+                self.etp, self.tokens, self.h, self.ffn, self.glu, self.fp8, self.eager,
+                self.synced,
                 self.launches, self.shared, self.base[0].duration, self.base[1].duration,
                 self.base_redo)
 
@@ -177,17 +182,28 @@ class MoECost:
     def expert_seconds(self, kept: np.ndarray, backward: bool) -> np.ndarray:
         """Grouped-GEMM seconds per EP rank for per-expert kept assignments ``kept``
         (``[E]`` -> ``[ep]``, or many draws ``[n, E]`` -> ``[n, ep]``): the experts'
-        seconds (:meth:`_expert_kernels`) summed over each rank's contiguous experts."""
+        seconds (:meth:`_expert_kernels`) summed over each rank's contiguous experts, with
+        the eager clamp / bias kernels (:mod:`.eager`) at their own forward and backward
+        bytes (the GEMMs and the activation: twice the forward in the backward)."""
         kept = np.asarray(kept)
         lo, hi = (int(kept.min()), int(kept.max())) if kept.size else (0, 0)
         if hi - lo + 1 < kept.size // 4:  # few distinct counts: cost each one once (same values)
             per_expert = self._expert_kernels(np.arange(lo, hi + 1))[kept - lo]
         else:
             per_expert = self._expert_kernels(kept)
-        per_expert = per_expert * (2.0 if backward else 1.0)
-        per_rank = per_expert.reshape(*per_expert.shape[:-1], self.ep,
-                                      per_expert.shape[-1] // self.ep)
-        return per_rank.sum(axis=-1) + self.topo.gpu.kernel_overhead_s
+        gpu = self.topo.gpu
+        ranks = (*per_expert.shape[:-1], self.ep, per_expert.shape[-1] // self.ep)
+        out = ((per_expert.reshape(ranks).sum(axis=-1) + gpu.kernel_overhead_s)
+               * (2.0 if backward else 1.0))
+        if self.eager.any:
+            bw = gpu.hbm_bandwidth * gpu.memory_bandwidth_efficiency
+            ea = self.eager
+            row = ea.bwd_row_bytes if backward else ea.fwd_row_bytes
+            per_k = ea.bwd_kernels_per_expert if backward else ea.fwd_kernels_per_expert
+            fixed = ea.bwd_kernels_fixed if backward else ea.fwd_kernels_fixed
+            eager = kept * row / bw + per_k * gpu.kernel_overhead_s
+            out = out + eager.reshape(ranks).sum(axis=-1) + fixed * gpu.kernel_overhead_s
+        return out
 
     def _expert_kernels(self, kept: np.ndarray) -> np.ndarray:
         """Forward seconds of one expert holding ``kept`` assignments (elementwise).
@@ -263,11 +279,12 @@ class MoECost:
         part and the base ops' recompute + backward, so the three sum to that period."""
         gpu = self.topo.gpu
         experts = self.expert_seconds(rows.kept_tokens, False).max(axis=-1)
+        experts_b = self.expert_seconds(rows.kept_tokens, True).max(axis=-1)
         d_f, c_f = self.dispatcher.times(rows, self.prec.element_bytes, 2.0)
         d_b = c_b = c_f  # backward: both exchanges carry bf16 gradients
         router, permute = self._local()
         comp_f = experts + router + permute
-        comp_b = BACKWARD_FACTOR * comp_f
+        comp_b = experts_b + BACKWARD_FACTOR * (router + permute)  # = 2 x comp_f, no eager
         base_f, base_b = self.base[0].duration, self.base[1].duration
         hide_f = hide_b = 0.0
         if self.moe.shared_expert_overlap:
@@ -285,7 +302,7 @@ class MoECost:
         return (part_fields(size, fwd.duration - base_f, comp_f, exp_f, d_f, c_f, experts,
                             router, permute, fwd.stall, fwd.host),
                 part_fields(size, bwd.duration - base_b, comp_b, exp_b, d_b, c_b,
-                            BACKWARD_FACTOR * experts, BACKWARD_FACTOR * router,
+                            experts_b, BACKWARD_FACTOR * router,
                             BACKWARD_FACTOR * permute, bwd.stall, bwd.host),
                 part_fields(size, redo, comp_f, exp_f, d_f, c_f, experts, router, permute,
                             redo - redo_gpu, fwd.host))
