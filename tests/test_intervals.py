@@ -60,17 +60,21 @@ def test_leave_one_group_out_coverage_of_every_out_of_sample_run(fresh):
     assert 0.70 <= coverage_stats(claimed)["achieved"] <= 0.90
 
 
+def _shifted(records: list[dict], log_shift: float) -> list[dict]:
+    return [{**r, "error": math.exp(math.log1p(r["error"]) + log_shift) - 1.0} for r in records]
+
+
 def test_the_interval_is_centred_on_a_bias_only_where_it_is_significant(fresh):
-    # the never-fitted runs are predicted high on average (+2.4 % in log), but the B200
-    # long-sequence group (never fitted since B200 attention is the cuDNN kernel benchmark's
-    # rate; 12 % too fast) spreads the group means too widely for the 2-standard-error rule
+    # the never-fitted runs are predicted high on average (+2 % in log), but their groups'
+    # means spread too widely (the B200 long-sequence rows -11 %, DeepSpeed's MT-NLG -19 %,
+    # torchtitan's FP8 rows +10 %) for the 2-standard-error rule: no centring today
     mean = sum(math.log1p(r["error"]) for r in fresh) / len(fresh)
-    assert mean > 0.02
+    assert mean > 0.01
     assert bias(fresh) == 0.0
-    # without that group the same rule finds the +2 % and centres the interval on it
-    rest = [r for r in fresh if not r["id"].startswith("nemo-ls-8b-b200-")]
-    assert len(rest) == len(fresh) - 8
-    assert bias(rest) > 0.015
+    # the same pool shifted by a common +10 % or -10 % is centred on that shift
+    up, down = bias(_shifted(fresh, 0.0953)), bias(_shifted(fresh, -0.0953))
+    assert up > 0.05 and down < -0.05
+    assert up - down == pytest.approx(2 * 0.0953, abs=1e-9)  # the mean of group means moves
 
 
 def test_the_committed_pool_is_the_model_of_today(fresh):

@@ -219,7 +219,7 @@ SET_TITLES = {"scaling": "validation/scaling (later-release H100 tables, never f
               "cv": "cross-validation (source, else group, left out of the refit)",
               "moe": "MoE runs no constant was fitted on",
               "stacks": "validation/stacks (other stacks, long sequence, small-model FP8; never "
-                        "fitted, the B200 group a constant was fitted on left out)"}
+                        "fitted; a group a constant is fitted on, stacks.FITTED_ON, left out)"}
 
 
 def coverage_stats(outcomes: list[dict]) -> dict:
