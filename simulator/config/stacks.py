@@ -26,21 +26,19 @@ were fitted on). Every value carries a ``source`` (document, file or commit). Se
 
 A run's own settings override the profile (:func:`run_stack`): ``training.stack_release``
 picks the release's values, ``training.attention_family`` the attention kernel the run
-configured (e.g. a Hugging Face ``attn_implementation``; a family other than ``te`` under
-context parallelism runs in PyTorch's ring, whose merges are not overlapped), and ``training.torch_compile:
-true`` drops the eager elementwise factors (``torch.compile`` fuses each norm, RoPE and
-SwiGLU into one kernel that reads and writes each element once, as the torchtitan profile
-states).
+configured (e.g. a Hugging Face ``attn_implementation``; a family other than ``te``
+under context parallelism runs in PyTorch's ring, whose merges are not overlapped), and
+``training.torch_compile: true`` drops the eager elementwise factors (``torch.compile``
+fuses each norm, RoPE and SwiGLU into one kernel that reads and writes each element once,
+as the torchtitan profile states).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
-
-import copy
-from dataclasses import replace
 
 import yaml
 

@@ -47,7 +47,7 @@ from ..config.workload import Workload
 from ..engine import EngineInput
 from ..hardware import Placement, Topology
 from ..memory.states import weight_bytes
-from .blocking_p2p import engine_p2p
+from .blocking_p2p import engine_p2p, p2p_seconds
 from .layout import strides
 from .ops import dims
 from ..shape.params import StageParams
@@ -121,8 +121,8 @@ def engine_input(w: Workload, topo: Topology, shape: PlanShape, groups: dict[str
     x = dims(w)
     P, V = p.pipeline, shape.chunks
     act = x.Tn * x.h * x.e  # SP sends the sequence-parallel shard between stages
-    p2p = collective_time("send_recv", act, g["pp"], topo) if P > 1 else 0.0
-    p2p = engine_p2p(w, p2p)  # DeepSpeed-style blocking sends sit in the phases instead
+    # its send time; DeepSpeed-style blocking sends sit in the phases instead (blocking_p2p)
+    p2p = engine_p2p(w, p2p_seconds(w, topo, g))
     dense_shard, edp = shape.dense_shard, shape.expert_shard
     buckets, sizes, opt, ag, ag_bytes = [], [], [], [], []
     grad_bytes = grad_comm_bytes(w)
