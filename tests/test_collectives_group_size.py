@@ -54,13 +54,29 @@ def test_large_messages_within_10_percent(group):
 
 
 def test_b200_eight_gpu_proxy_within_its_documented_disagreement():
-    # 8 x B200 HGX as a proxy for 8 NVL72 GPUs: 16 GiB within 5 %; the mid sizes run up to
-    # ~38 % below the model (documented in the data file): guard against worse
+    # 8 x B200 HGX as a proxy for 8 NVL72 GPUs (NVLS use not stated): 16 GiB within the
+    # bar's 10 %, every point within 25 % (28-38 % before NVLS held its algorithm bandwidth)
     g = GROUPS["b200-hgx-8gpu"]
     topo = _topo("gb200-nvl72")
     errs = {s: predicted_busbw(topo, 8, s, None) / v - 1 for s, v in g["points"]}
-    assert abs(errs[16 * 2**30]) <= 0.05
-    assert max(abs(e) for e in errs.values()) <= 0.40
+    assert abs(errs[16 * 2**30]) <= 0.10
+    assert max(abs(e) for e in errs.values()) <= 0.25
+
+
+def test_nvls_holds_its_algorithm_bandwidth_across_group_sizes():
+    # in-switch reduction moves S in and S out of each GPU whatever the group size: at a
+    # large message the NVLS bandwidth term is the same for 4, 8, 16 and 72 GPUs (only the
+    # 2(n-1) latency steps differ), so its busbw grows as 2(n-1)/n ...
+    topo = _topo("gb200-nvl72")
+    tier = topo.tiers[0]
+    size = 16 * 2**30
+    terms = [collective_time("all_reduce", size, topo.place(n), topo, algo="nvls")
+             - 2 * (n - 1) * tier.latency_s - tier.base_latency_s for n in (4, 8, 16, 72)]
+    assert max(terms) / min(terms) == pytest.approx(1.0, abs=0.02)
+    # ... and a 4-GPU tray is not priced above what one tray measured (A4X 683, Azure 680
+    # GB/s at 8 GiB): under a size-independent busbw, NVLS priced it at 876 (+28 %)
+    best = bus_bandwidth("all_reduce", 8 * 2**30, 4, _seconds(topo, 4, 8 * 2**30)) / 1e9
+    assert best <= 1.05 * dict(GROUPS["gb200-tray-4gpu-ring"]["points"])[8 * 2**30]
 
 
 def test_eight_gpu_group_no_longer_priced_like_a_rack():

@@ -113,13 +113,19 @@ def nvls_time(nbytes: float, place: Placement, topo: Topology) -> float:
     release notes / "Fast multi-GPU collectives with NCCL" blog: NVLS
     all-reduce busbw 480 GB/s on DGX H100). The latency term is charged like a
     ring's: NCCL's tuner gives NVLS a larger base latency than ring LL
-    (src/graph/tuning.cc ``baseLat``), so NVLS never wins on latency.
+    (src/graph/tuning.cc ``baseLat``), so NVLS never wins on latency. Where the tier
+    names the group size its busbw was measured at (``nvls_ranks`` = ``N``), the
+    algorithm bandwidth is what holds at every size: in-switch reduction moves ``S`` into
+    and ``S`` out of each GPU whatever ``n`` is, so the bandwidth term is
+    ``2(N-1)/N * S / nvls_busbw`` (measured plateaus on GB200 NVL72, 8-64 GPUs:
+    validation/collectives/nvlink5_groups.yaml, docs/collectives.md).
     """
     n = place.size
     tier = topo.tiers[place.span]
     busbw = tier.nvls_busbw * tier.size_efficiency(nbytes, n)
     steps = 2 * (n - 1)
-    return steps / n * nbytes / busbw + steps * tier.latency_s + tier.base_latency_s
+    ref = tier.nvls_ranks or n  # the algorithm bandwidth measured at ref ranks holds at n
+    return 2 * (ref - 1) / ref * nbytes / busbw + steps * tier.latency_s + tier.base_latency_s
 
 
 def hierarchical_time(op: str, nbytes: float, place: Placement, topo: Topology) -> float:

@@ -86,6 +86,10 @@ class TierConfig(Schema):
     efficiency: Fraction = 0.8
     oversubscription: Oversubscription = 1.0
     nvls_busbw_GBps: Rate | None = None  # NVLink SHARP all-reduce peak busbw
+    # Group size nvls_busbw_GBps was measured at (unset: busbw the same at every size). Set,
+    # the NVLS algorithm bandwidth S/t is what stays constant (each GPU moves S in and S out
+    # of the switch whatever the group size): busbw scales as 2(n-1)/n over 2(N-1)/N.
+    nvls_ranks: GPUCount | None = None
     alltoall_efficiency: Fraction | None = None
     # Fraction of line rate DeepEP's dispatch/combine kernels reach on this tier
     # (moe/dispatcher.py); default: alltoall_efficiency.
