@@ -136,7 +136,8 @@ def _expand(group: dict) -> list[Case]:
     if cat in ("dense_step_time", "moe_step_time"):
         for row in group["cases"]:
             t, how = _step_time(group, row)
-            spec = {"workload": group["workload"], "overrides": dict(row.get("set") or {})}
+            spec = {"workload": group["workload"], "overrides": dict(row.get("set") or {}),
+                    "best_of": dict(group.get("best_of") or {})}
             out.append(Case(id=row["id"], measured=t, spec=spec, derived=how, **base))
     elif cat == "peak_memory":
         for row in group["cases"]:

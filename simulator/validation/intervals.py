@@ -92,18 +92,15 @@ def record(case: Case, predicted: float, set_name: str, cases: list[Case] = ()) 
             "error": predicted / case.measured - 1.0, **describe(case)}
 
 
-def _stack_prediction(d: Path):
-    """For ``validation/stacks``: predict a case as its report does (the best plan where the
-    source searched one, ``best_of``) and leave out the groups a constant was fitted on."""
-    from .stacks import FITTED_ON, best_plan, group_meta
+def _unfitted(d: Path):
+    """A case filter leaving out the groups of ``d`` a topology constant was fitted on
+    (``validation/stacks``: :data:`simulator.validation.stacks.FITTED_ON`): in-sample for
+    that constant, not an out-of-sample error."""
+    if d.name != "stacks":
+        return lambda c: True
+    from .stacks import FITTED_ON, group_meta
     meta = group_meta(d)
-
-    def predicted(c: Case) -> float | None:
-        m = meta[c.group]
-        if m["source_id"] in FITTED_ON:
-            return None  # in-sample for that constant: not an out-of-sample error
-        return best_plan(c, m["best_of"])[0] if m["best_of"] else predict(c)
-    return predicted
+    return lambda c: meta[c.group]["source_id"] not in FITTED_ON
 
 
 def external_records(root: Path = DEFAULT_DIR, keep=lambda c: True) -> list[dict]:
@@ -111,10 +108,8 @@ def external_records(root: Path = DEFAULT_DIR, keep=lambda c: True) -> list[dict
     out = []
     for d in external_dirs(root):
         cases = load_cases(d, list(STEP_CATEGORIES))
-        how = _stack_prediction(d) if d.name == "stacks" else predict
-        for c in cases:
-            if keep(c) and (p := how(c)) is not None:
-                out.append(record(c, p, d.name, cases))
+        unfitted = _unfitted(d)
+        out += [record(c, predict(c), d.name, cases) for c in cases if keep(c) and unfitted(c)]
     return out
 
 

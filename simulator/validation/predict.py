@@ -17,6 +17,8 @@ case's own overrides; they are how calibration explores constants without editin
 
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Any
 
 from ..api import resolve, simulate_resolved
@@ -38,10 +40,42 @@ def _topo_overrides(case: Case, extra: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def predict_step_time(case: Case, topology_overrides: dict[str, Any] | None = None) -> float:
-    """Simulated step time, s."""
+    """Simulated step time, s; for a case whose source searched its plan (``best_of``),
+    at the best plan it could have found (:func:`best_plan`)."""
+    if case.spec.get("best_of"):
+        return best_plan(case, topology_overrides)[0]
     w, t = resolve(case.spec["workload"], case.topology, case.spec["overrides"],
                    _topo_overrides(case, topology_overrides))
     return float(simulate_resolved(w, t)[0].step_time_s)
+
+
+def best_plan(case: Case, topology_overrides: dict[str, Any] | None = None
+              ) -> tuple[float, str]:
+    """Predicted step time (s) of ``case`` at the fastest per-token variant over its group's
+    ``best_of`` grid (field -> values) that fits in memory, and that variant as a label.
+    A source that ran "the best batch size and activation checkpointing" is predicted by the
+    same search. Each variant runs one micro-batch per step (GBS = micro-batch x DP), as
+    such a case does. Without ``best_of``: the case's own plan and an empty label."""
+    grid = case.spec.get("best_of") or {}
+    topo_over = _topo_overrides(case, topology_overrides)
+    base, t = resolve(case.spec["workload"], case.topology, case.spec["overrides"], topo_over)
+    if not grid:
+        return float(simulate_resolved(base, t)[0].step_time_s), ""
+    best, label = math.inf, ""
+    keys = list(grid)
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        over = {**case.spec["overrides"], **dict(zip(keys, combo, strict=True))}
+        mbs = int(over.get("training.micro_batch_size", base.training.micro_batch_size))
+        over["training.global_batch_size"] = mbs * base.parallelism.data
+        w, t = resolve(case.spec["workload"], case.topology, over, topo_over)
+        if not estimate_memory(w, Topology.from_config(t)).fits:
+            continue
+        tokens = w.training.global_batch_size * w.model.seq_length
+        per_token = simulate_resolved(w, t)[0].step_time_s / tokens
+        if per_token < best:
+            best, label = per_token, ", ".join(f"{k.split('.')[-1]} {v}"
+                                                for k, v in zip(keys, combo, strict=True))
+    return best * base.training.global_batch_size * base.model.seq_length, label
 
 
 def layer_times(case: Case, topology_overrides: dict[str, Any] | None = None

@@ -17,7 +17,6 @@ profiles carry such a factor only where this cross-validated error beats the unf
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import statistics
 from collections import defaultdict
@@ -62,42 +61,15 @@ def _seq(case: Case) -> int:
     return int(over.get("model.seq_length", case.spec["workload"]["model"]["seq_length"]))
 
 
-def best_plan(case: Case, grid: dict[str, list]) -> tuple[float, str]:
-    """Predicted step time of ``case`` at the fastest per-token variant over ``grid`` that
-    fits in memory, and that variant (a group's ``best_of``: the source ran "the best batch
-    size and activation checkpointing", so the prediction does the same search). Each
-    variant runs one micro-batch per step (GBS = micro-batch x DP), as the case does."""
-    from ..api import resolve, simulate_resolved
-    from ..hardware import Topology
-    from ..memory import estimate_memory
-    best, label = math.inf, ""
-    keys = list(grid)
-    base, _ = resolve(case.spec["workload"], case.topology, case.spec["overrides"])
-    for combo in itertools.product(*(grid[k] for k in keys)):
-        over = {**case.spec["overrides"], **dict(zip(keys, combo, strict=True))}
-        mbs = int(over.get("training.micro_batch_size", base.training.micro_batch_size))
-        over["training.global_batch_size"] = mbs * base.parallelism.data
-        w, t = resolve(case.spec["workload"], case.topology, over)
-        if not estimate_memory(w, Topology.from_config(t)).fits:
-            continue
-        tokens = w.training.global_batch_size * w.model.seq_length
-        per_token = simulate_resolved(w, t)[0].step_time_s / tokens
-        if per_token < best:
-            best, label = per_token, ", ".join(f"{k.split('.')[-1]} {v}"
-                                                for k, v in zip(keys, combo, strict=True))
-    return best * base.training.global_batch_size * base.model.seq_length, label
-
-
 def predict_all(folder: Path = FOLDER) -> list[dict]:
     """One record per case: id, group, stack, source, GPU, band, measured, predicted (s),
     and the plan searched for where the group asks for the best one (``best_of``)."""
-    from .predict import predict_step_time
+    from .predict import best_plan
     meta = group_meta(folder)
     out = []
     for c in load_cases(folder):
         m = meta[c.group]
-        pred, plan = (best_plan(c, m["best_of"]) if m["best_of"]
-                      else (predict_step_time(c), ""))
+        pred, plan = best_plan(c)
         out.append({"id": c.id, "group": c.group, "stack": m["stack"], "release": m["release"],
                     "source": m["source_id"], "gpu": c.topology, "band": band(_seq(c)),
                     "measured": c.measured, "predicted": pred, "plan": plan,
