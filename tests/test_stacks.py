@@ -280,7 +280,7 @@ def test_run_settings_pick_attention_and_compiled_kernels():
 
 
 def test_deepspeed_pipeline_sends_block_the_sender():
-    from simulator.workload.blocking_p2p import p2p_seconds
+    from simulator.workload.blocking_p2p import p2p_seconds, rendezvous_seconds
     plan_over = {"parallelism.pipeline": 4, "parallelism.tensor": 2, "parallelism.data": 1,
                  "training.global_batch_size": 16, "training.use_flash_attn": False}
     runs = {}
@@ -290,7 +290,10 @@ def test_deepspeed_pipeline_sends_block_the_sender():
     (mr, mp, _), (dr, dp, _) = runs["megatron"], runs["deepspeed"]
     send = p2p_seconds(dp.workload, dp.topo, dp.groups)
     assert send > 0 and not np.any(dp.engine_input.p2p) and np.all(mp.engine_input.p2p == send)
+    step = rendezvous_seconds(dp.workload, dp.topo, dp.groups)  # 2 TP-slice sends + gather
     fwd, bwd = dp.engine_input.fwd - mp.engine_input.fwd, dp.engine_input.bwd - mp.engine_input.bwd
-    assert np.allclose(fwd[:3], send) and np.allclose(fwd[3], 0.0)  # the last stage sends none
-    assert np.allclose(bwd[1:], send) and np.allclose(bwd[0], 0.0)  # nor the first, backward
+    # each step's rendezvous transfers (TrainSchedule): a forward exchanges with the
+    # previous stage, a backward with the next; the first / last stage has none to do
+    assert step > 0 and np.allclose(fwd[1:], step) and np.allclose(fwd[0], 0.0)
+    assert np.allclose(bwd[:3], step) and np.allclose(bwd[3], 0.0)
     assert dr.step_time_s > mr.step_time_s

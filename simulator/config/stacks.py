@@ -17,8 +17,9 @@ were fitted on). Every value carries a ``source`` (document, file or commit). Se
 * ``fp8``: HBM bytes per element of the recipe's casts (:mod:`simulator.workload.fp8`),
   and whether the output projection is an FP8 linear (``output_layer_fp8``; unset: it
   runs in the run's precision);
-* ``pipeline``: whether a pipeline send blocks the sender (DeepSpeed's engine) or runs
-  beside the next phase (Megatron-Core; :mod:`simulator.workload.blocking_p2p`);
+* ``pipeline``: whether pipeline transfers run in line on the compute stream as rendezvous
+  (DeepSpeed's engine and TrainSchedule) or beside the next phase (Megatron-Core;
+  :mod:`simulator.workload.blocking_p2p`);
 * ``efficiency``: per-stack factors fitted on that stack's published runs (empty unless
   measurements exist; see validation/stacks/README.md);
 * ``releases``: values a release had that differ from the profile's (release prefix ->
@@ -78,7 +79,7 @@ class Stack:
     # run's precision, as the GPU constants were fitted (workload/ops.py output_forward)
     fp8_output_layer: bool | None = None
     cp_merge_overlapped: bool = False  # ring merges hidden beside the next step's kernel
-    blocking_p2p: bool = False  # a pipeline send holds the sender until it completes
+    blocking_p2p: bool = False  # pipeline transfers hold the compute stream (rendezvous)
     efficiency: dict[str, float] = field(default_factory=dict)
 
     def attention_for(self, release: str | None) -> str:
