@@ -5,16 +5,16 @@ Returns the achieved fraction of the GPU's dense bf16 peak (dimensionless) for o
 :mod:`simulator.compute` does for GEMMs. Families:
 
 * ``te`` / ``cudnn``: Transformer Engine's DotProductAttention (cuDNN fused attention). On
-  Ampere / Hopper its efficiency is the topology's fitted ``gpu.attention_efficiency``
-  (topologies/*.yaml), which holds for the sequences it was fitted on (2K-8K causal, head
-  dim 128-192); a kernel whose work per query row is shorter than the shortest of them
-  (context-parallel blocks, short sequences, sliding windows) runs at the tile-fill fraction
-  below, relative to that length, and one with a head dim below the fit set's 128 at the
-  head-dim factor below (relative to 128, never above 1: the fitted value already stands for
-  128-192). On Blackwell (B200 / GB200 / GB300) ``gpu.attention_efficiency`` is the
-  *saturated* rate of the cuDNN SDPA kernel measured in isolation (not fitted on training
-  steps, see :data:`BLACKWELL`), and the Blackwell tile fill and head-dim factor apply in
-  full, as for ``fa2`` / ``fa3``.
+  Hopper (H100 / H200 / H800) and Blackwell (B200 / GB200 / GB300) ``gpu.attention_efficiency``
+  is the *saturated* rate of the cuDNN SDPA kernel measured in isolation (not fitted on
+  training steps, see :data:`CUDNN_H200` and :data:`BLACKWELL`), and the architecture's tile
+  fill and the head-dim factor below apply in full, as for ``fa2`` / ``fa3``. On Ampere and
+  other GPUs it is the topology's fitted value, which holds for the sequences it was fitted on
+  (2K-8K causal, head dim 128-192); a kernel whose work per query row is shorter than the
+  shortest of them (context-parallel blocks, short sequences, sliding windows) runs at the
+  tile-fill fraction below, relative to that length, and one with a head dim below the fit
+  set's 128 at the head-dim factor below (relative to 128, never above 1: the fitted value
+  already stands for 128-192).
 * ``fa2``: FlashAttention-2 (also PyTorch SDPA's flash backend). Measured, not fitted:
   H100 0.35 of the bf16 peak ("FlashAttention-2 achieves only 35% utilization on the H100",
   Shah et al. 2024, FlashAttention-3, abstract; Azure AI-benchmarking-guide measured 327.9
@@ -32,6 +32,22 @@ causal and 160 non-causal (FA3 Fig. 5, H100 bf16 hdim 128: causal forward reache
 its 16K rate at 512 tokens and ~0.85 at 4K; non-causal ~0.77 at 512). Head dim:
 ``d / (d + 32)`` relative to 128 (FA3 Fig. 5: hdim 64 runs at ~0.8, hdim 256 at ~1.1 of
 hdim 128).
+
+Hopper cuDNN (:data:`CUDNN_H200`): the same NVIDIA cudnn-frontend benchmark on H200 (cuDNN
+9.19.0; ``benchmark/sdpa_benchmark_training/results/h200_919_only_cudnn/llama3.1_20260227_034703.csv``,
+commit df73764): bf16, batch 1, 64 query / 8 KV heads, head dim 128, causal: combined 0.508 /
+0.573 / 0.610 / 0.615 of 989 TFLOP/s at 4K / 8K / 16K / 32K. With Hopper's FA3 tile fill
+(``s_half`` 512 keys, from a different kernel and paper) the least-squares ``E`` is 0.640 (rms
+1 %): the topologies' ``attention_efficiency`` of dgx-h100 and h200 (same GH100 die, clocks and
+bf16 peak). The unmasked points (0.594 / 0.626 / 0.642 / 0.609) lie within 5 % of ``E`` times
+the non-causal fill. Until 2026-12 this constant was fitted on the H100 training steps jointly
+with the GEMM efficiency (0.599 at the bound of its range, flat in sequence length above 2K:
+not identified, as the two trade against each other); the kernel figure replaces it and the
+GEMM constants were refitted around it (docs/calibration-log.md). Release: cuDNN 9.19 is later
+than the training cases' (NeMo 24.x-25.x containers: cuDNN 9.1-9.10), for which no Hopper
+benchmark of this kind is published; FlashAttention-3 (Shah et al. 2024, Fig. 5, a 2024
+kernel) reaches the same 600-690 forward TFLOP/s at 8K-16K, so Hopper's fused attention was at
+this rate by 2024.
 
 Blackwell (:data:`BLACKWELL`): tensor-core throughput per SM doubled from Hopper while the
 exponential units and shared-memory bandwidth that a tile's softmax and operand loads use
@@ -92,9 +108,25 @@ S_HALF_CAUSAL = 512.0  # keys per query row at which a causal kernel runs at hal
 S_HALF_FULL = 160.0  # same, no mask
 D_HALF = 32.0  # head dim at which the per-row rate halves
 TE_REF_S_EFF = 1024.0  # the fit set's shortest sequence (2048, causal): s_eff = 1024
+# Architectures whose te / cudnn ``attention_efficiency`` is a kernel benchmark's saturated
+# rate (the docstring's sources), not a constant fitted on training steps.
+KERNEL_SOURCED = ("hopper", "blackwell")
 # Blackwell: keys per query row at half rate, causal / no mask (fitted on the cuDNN
 # benchmark in the module docstring; the non-causal one scaled from Hopper's 160 / 512).
 BLACKWELL = {"s_half_causal": 1150.0, "s_half_full": 1150.0 * S_HALF_FULL / S_HALF_CAUSAL}
+# The cuDNN benchmark points on H200 (seq, forward, backward TFLOP/s, peak 989) that
+# dgx-h100 / h200 ``attention_efficiency`` is derived from: cudnn-frontend
+# benchmark/sdpa_benchmark_training/results/h200_919_only_cudnn/llama3.1_20260227_034703.csv
+# (commit df73764), cuDNN 9.19.0, causal (top_left), 64 / 8 heads, head dim 128, batch 1.
+CUDNN_H200 = {
+    "9.19.0": ((4096, 591.0, 474.0), (8192, 644.0, 541.0), (16384, 673.0, 579.0),
+               (32768, 688.0, 581.0)),
+}
+# The same file's unmasked (no_mask) points, the check of the non-causal tile fill.
+CUDNN_H200_NO_MASK = {
+    "9.19.0": ((4096, 671.0, 560.0), (8192, 691.0, 594.0), (16384, 702.0, 612.0),
+               (32768, 693.0, 572.0)),
+}
 # The cuDNN benchmark points (seq, forward, backward TFLOP/s on B200, peak 2,250) the
 # Blackwell constants were derived from: cudnn-frontend benchmark/sdpa_benchmark_training
 # artifacts, cuDNN 9.10.2 (commit 9793df5) and 9.13.0 (commit bb37575); see the docstring.
@@ -155,7 +187,7 @@ def kernel_efficiency(family: str, gpu: GPU, s_k: float, d: float, causal: bool)
     s_eff = s_k * (0.5 if causal else 1.0)
     a = arch(gpu)
     measured = MEASURED.get((family, a))
-    if measured is None and a == "blackwell":  # te / cudnn: the topology's kernel figure
+    if measured is None and a in KERNEL_SOURCED:  # te / cudnn: the topology's kernel figure
         measured = gpu.attention_efficiency
     if measured is None:  # te / cudnn, or a family with no figure for this GPU
         ref = tile_fill(TE_REF_S_EFF, True)

@@ -59,13 +59,12 @@ class Stage:
 # The shipped fits, as recorded in each fitted constant's `sources:` (topologies/*.yaml).
 RECIPES: dict[str, tuple[Stage, ...]] = {
     "dgx-a100": (Stage(None, ("gpu.gemm_efficiency",)),),
-    "dgx-h100": (Stage("bf16", ("gpu.gemm_efficiency", "gpu.gemm_half_dim",
-                                "gpu.attention_efficiency"),
-                       {"gpu.gemm_efficiency": (0.6, 0.8),
-                        "gpu.attention_efficiency": (0.35, 0.6)}),
+    # Hopper and Blackwell fused attention is the cuDNN kernel's measured rate
+    # (topologies/*.yaml, simulator/compute/attention.py), not a fitted constant: H100 and
+    # GB200 fit their GEMMs only
+    "dgx-h100": (Stage("bf16", ("gpu.gemm_efficiency", "gpu.gemm_half_dim"),
+                       {"gpu.gemm_efficiency": (0.6, 0.8)}),
                  Stage("fp8", (FP8,))),
-    # Blackwell fused attention is the cuDNN kernel's measured rate (topologies/*.yaml,
-    # simulator/compute/attention.py), not a fitted constant: GB200 fits its GEMMs only
     "gb200-nvl72": (Stage("bf16", ("gpu.gemm_efficiency",),
                           {"gpu.gemm_efficiency": (0.40, 0.90)}),
                     Stage("fp8", (FP8,))),
