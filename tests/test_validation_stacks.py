@@ -63,7 +63,7 @@ def test_b200_long_sequence_is_never_fitted_and_judged_on_kernel_attention(recor
     cv = {r["id"]: r for r in crossvalidate(records) if r["source"] == src}
     assert all(cv[r["id"]]["predicted"] == r["predicted"] for r in rows)
     errs = [r["error"] for r in rows]
-    # too fast on every row (-4.7 ... -16.0 % now), most where attention is most of the
+    # too fast on every row (-1.2 ... -15.8 % now), most where attention is most of the
     # step (8K ~40 %, 256K-1M ~95 %): NeMo 25.04 (cuDNN 9.7) ran attention ~17 % below the
     # cuDNN 9.10-9.13 benchmark; with GB200's fitted 0.302 these rows were 4.5-43 % too slow
     assert all(-0.17 <= e < 0 for e in errs), errs
@@ -99,10 +99,11 @@ def test_fsdp_and_fp8_stacks_beat_the_megatron_profile(records):
     assert len(small) == 4
     assert statistics.median(abs(mine[c]) for c in small) < 0.04, mine
     assert all(other[c] < -0.10 for c in small), other
-    # all 12 now: median 7.7 %, worst 22.4 %; the float8 blog's 70B / 405B rows are 7-22 %
-    # too slow at the best plan that fits (its FP8 gain, 1.50x, is above the predicted 1.36x)
-    assert statistics.median(abs(e) for e in mine.values()) <= 0.09, mine
-    assert max(abs(e) for e in mine.values()) <= 0.25, mine
+    # all 14 now: median 7.0 %, worst 16.8 %; the float8 blog's 70B / 405B rows on 128 GPUs
+    # are 6-17 % too slow at the best plan that fits (its FP8 gain, 1.50x, is above the
+    # predicted 1.41x), its 405B rows on 512 GPUs 6-9 % too fast (micro-batch 4 searched)
+    assert statistics.median(abs(e) for e in mine.values()) <= 0.08, mine
+    assert max(abs(e) for e in mine.values()) <= 0.20, mine
 
 
 def test_best_plan_searches_what_the_source_explored(records):
