@@ -45,9 +45,13 @@ with the GEMM efficiency (0.599 at the bound of its range, flat in sequence leng
 not identified, as the two trade against each other); the kernel figure replaces it and the
 GEMM constants were refitted around it (docs/calibration-log.md). Release: cuDNN 9.19 is later
 than the training cases' (NeMo 24.x-25.x containers: cuDNN 9.1-9.10), for which no Hopper
-benchmark of this kind is published; FlashAttention-3 (Shah et al. 2024, Fig. 5, a 2024
-kernel) reaches the same 600-690 forward TFLOP/s at 8K-16K, so Hopper's fused attention was at
-this rate by 2024.
+benchmark on GQA shapes is published. The same repository's earlier benchmark
+(``benchmark/benchmark_results.csv``, commit de355c7, 2024-09-23: cuDNN 9.1, H200 at locked
+1,980 MHz, 16 heads without GQA, batch 1-4) reached 0.483 / 0.508 / 0.532 / 0.542 / 0.544 of the
+peak causal at 4K-64K: 5-12 % below the 9.19 GQA points, so a 2024 container may run attention
+that much slower than this constant (release and head layout are not separable in these two
+sets); FlashAttention-3 (Shah et al. 2024, Fig. 5, a 2024 kernel) reaches 600-690 forward
+TFLOP/s at 8K-16K, about the 9.19 rate.
 
 Blackwell (:data:`BLACKWELL`): tensor-core throughput per SM doubled from Hopper while the
 exponential units and shared-memory bandwidth that a tile's softmax and operand loads use
