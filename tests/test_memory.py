@@ -130,8 +130,19 @@ def test_moe_activations_scale_with_load_and_capacity():
     one = activation_bytes_per_layer(w, moe_layer=True)
     two = activation_bytes_per_layer(w, moe_layer=True, expert_load_factor=2.0)
     s, k, t, etp, f, h = 1024, 2, 2, 2, 2048, 1024
-    routed = s * k / t * (6 * f + 2 * 2 * h * etp)  # per-GPU routed-token bytes, load 1
+    # per-GPU routed-token bytes at load 1: the gated activation (6 f) and the dispatched
+    # input (2 h, over ETP); Megatron-Core 0.13+ (the default release) keeps no expert output
+    routed = s * k / t * (6 * f + 2 * h * etp)
     assert two - one == pytest.approx(routed)
+    # releases before 0.13 scale the expert outputs in the combine and keep them (2 h more)
+    old = moe_workload(**{"training.stack_release": "Megatron-Core 0.12"})
+    old_routed = s * k / t * (6 * f + 2 * 2 * h * etp)
+    assert (activation_bytes_per_layer(old, True, 2.0) - activation_bytes_per_layer(old, True)
+            == pytest.approx(old_routed))
+    # --activation-func-fp8-input-store keeps the SwiGLU input (the FC1 output) in FP8
+    store = moe_workload(**{"training.activation_func_fp8_input_store": True})
+    assert (activation_bytes_per_layer(store, True, 2.0) - activation_bytes_per_layer(store, True)
+            == pytest.approx(s * k / t * (2 * f + 2 * f + 2 * h * etp)))  # FP8 FC1 output
     capped = moe_workload(**{"model.moe.capacity_factor": 1.25})
     assert activation_bytes_per_layer(capped, True, 3.0) == pytest.approx(
         activation_bytes_per_layer(w, True, 1.25))

@@ -20,6 +20,10 @@ were fitted on). Every value carries a ``source`` (document, file or commit). Se
 * ``pipeline``: whether pipeline transfers run in line on the compute stream as rendezvous
   (DeepSpeed's engine and TrainSchedule) or beside the next phase (Megatron-Core;
   :mod:`simulator.workload.blocking_p2p`);
+* ``moe``: ``probs_in_activation``, whether the routing probabilities scale the experts'
+  activation output (Megatron-Core 0.13+) rather than the expert outputs in the combine, which
+  must then keep those outputs for the probabilities' gradient (unset: they are kept;
+  :mod:`simulator.memory.activations`);
 * ``efficiency``: per-stack factors fitted on that stack's published runs (empty unless
   measurements exist; see validation/stacks/README.md);
 * ``releases``: values a release had that differ from the profile's (release prefix ->
@@ -80,6 +84,9 @@ class Stack:
     fp8_output_layer: bool | None = None
     cp_merge_overlapped: bool = False  # ring merges hidden beside the next step's kernel
     blocking_p2p: bool = False  # pipeline transfers hold the compute stream (rendezvous)
+    # MoE: routing probabilities scale the experts' activation output (so the combine keeps no
+    # expert output for their gradient) instead of the expert output in the combine
+    moe_probs_in_activation: bool = False
     efficiency: dict[str, float] = field(default_factory=dict)
 
     def attention_for(self, release: str | None) -> str:
@@ -96,7 +103,7 @@ def _value(doc: dict, section: str, key: str, default: Any) -> Any:
     return item["value"] if isinstance(item, dict) and "value" in item else item
 
 
-_SECTIONS = ("attention", "context_parallel", "fsdp", "launch", "fp8", "pipeline")
+_SECTIONS = ("attention", "context_parallel", "fsdp", "launch", "fp8", "pipeline", "moe")
 
 
 def _check_sources(name: str, doc: dict) -> None:
@@ -167,6 +174,7 @@ def parse(name: str, doc: dict) -> Stack:
                                         _value(doc, "fp8", "output_layer_fp8", None)),
         cp_merge_overlapped=bool(_value(doc, "context_parallel", "merge_overlapped", False)),
         blocking_p2p=bool(_value(doc, "pipeline", "blocking_p2p", False)),
+        moe_probs_in_activation=bool(_value(doc, "moe", "probs_in_activation", False)),
         efficiency={k: float(v) for k, v in (doc.get("efficiency") or {}).items()
                     if k != "source"})
 

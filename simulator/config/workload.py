@@ -292,6 +292,10 @@ class TrainingConfig(Schema):
     recompute_method: Literal["uniform", "block"] | None = None
     recompute_num_layers: Layers | None = None
     recompute_modules: tuple[str, ...] | None = None
+    # --activation-func-fp8-input-store: the fused SwiGLU (dense MLP and experts) saves its
+    # input for the backward as FP8, 1 byte per element (Megatron-Core fused_bias_swiglu.py
+    # SwiGLUFunction / WeightedSwiGLUFunction, fp8_input_store; simulator/memory/activations.py).
+    activation_func_fp8_input_store: bool = False
     # --cpu-offloading: activations of the first `cpu_offloading_num_layers` layers of
     # a chunk go to host memory over the host link and come back for the backward.
     cpu_offloading: bool = False

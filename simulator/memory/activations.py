@@ -31,11 +31,16 @@ experts. Each local token goes to ``topk`` experts; the busiest EP rank gets
 one is set (drop-and-pad: buffers are sized to capacity) and otherwise the
 caller's ``expert_load_factor`` (1.0 = uniform; the memory report's default is
 the dropless hot rank's load, :mod:`.hot_expert`). Per GPU the routed tokens
-cost ``s*b*topk*load/t * (act(f_e) + (g + 2)*h*etp)`` bytes: the expert
+cost ``s*b*topk*load/t * (act(f_e) + (g + c)*h*etp)`` bytes: the expert
 activation (``4`` or ``6`` bytes per ffn unit, as above) plus the dispatched
 input (the experts' FC1 input, ``g`` bytes per element: 2, or 1 in FP8 as for
-any TE linear, below) and the 16-bit expert output kept for the
-probability-weighted combine, both replicated over the ETP group. (With TP > 1
+any TE linear, below), both replicated over the ETP group, and ``c = 2`` for the 16-bit
+expert output where the combine multiplies it by the routing probability and keeps it for
+that probability's gradient. From Megatron-Core 0.13 the experts scale their activation
+output by the probability instead (the stack profile's ``moe.probs_in_activation``,
+stacks/megatron.yaml): the combine is a plain sum and keeps nothing, ``c = 0``.
+``activation_func_fp8_input_store`` keeps a fused SwiGLU's input (the FC1 output) in FP8,
+dense or expert. (With TP > 1
 Megatron-Core requires sequence parallelism for MoE, so a TP group's tokens are
 spread over its ``t`` ranks whatever the ETP.)
 
@@ -56,6 +61,7 @@ The norm inputs, Q/K/V and the FC1 output (the activation's input) stay 16-bit.
 from __future__ import annotations
 
 from ..config.recompute import DEFAULT_MODULES, Recompute
+from ..config.stacks import run_stack
 from ..config.workload import Workload
 from ..errors import ConfigError
 from ..moe.router import is_moe_layer as moe_rule
@@ -81,11 +87,24 @@ def _gemm_input_bytes(w: Workload) -> float:
     return w.training.precision_type.element_bytes
 
 
+def _fc1_out_bytes(w: Workload) -> float:
+    """Bytes per element of the saved FC1 output (the activation's input): 16-bit, or 1 byte
+    for a fused SwiGLU under ``activation_func_fp8_input_store`` (Megatron-Core
+    ``fused_bias_swiglu.py``: ``SwiGLUFunction`` / ``WeightedSwiGLUFunction`` save
+    ``input.to(torch.float8_e4m3fn)``; the GeLU path and GPT-OSS's eager clamped GLU have no
+    such option)."""
+    m = w.model
+    fp8_store = (w.training.activation_func_fp8_input_store and m.gated_linear_unit
+                 and m.activation_func_clamp_value is None)
+    return BYTES_FP8 if fp8_store else BYTES_16
+
+
 def _mlp_bytes_per_token(w: Workload, ffn: int) -> float:
     """Bytes per token of an FFN of width ``ffn``: the FC1 output (16-bit, ``2*ffn``, twice
-    that gated) and the FC2 input (``ffn`` elements of :func:`_gemm_input_bytes`): 6*ffn
-    gated (SwiGLU), 4*ffn otherwise, one byte per ``ffn`` less in FP8."""
-    fc1_out = (2.0 if w.model.gated_linear_unit else 1.0) * BYTES_16 * ffn
+    that gated; 1 byte per element with the FP8 input store, :func:`_fc1_out_bytes`) and the
+    FC2 input (``ffn`` elements of :func:`_gemm_input_bytes`): 6*ffn gated (SwiGLU), 4*ffn
+    otherwise, one byte per ``ffn`` less in FP8."""
+    fc1_out = (2.0 if w.model.gated_linear_unit else 1.0) * _fc1_out_bytes(w) * ffn
     return fc1_out + _gemm_input_bytes(w) * ffn
 
 
@@ -130,8 +149,10 @@ def _moe_mlp_bytes(w: Workload, s: float, b: float, sp_div: float, load: float,
     routed = s * b * moe.router_topk * load / t
     act = _mlp_bytes_per_token(w, f_e) - (_gemm_input_bytes(w) * f_e if rc.has("moe_act")
                                           else 0.0)
-    # dispatched FC1 input (its saved GEMM input: 1 byte in FP8) and 16-bit expert output
-    experts = routed * (act + (_gemm_input_bytes(w) + BYTES_16) * m.hidden_size * par.etp)
+    # dispatched FC1 input (its saved GEMM input: 1 byte in FP8) and, where the combine
+    # scales the expert outputs by the routing probabilities, the 16-bit expert output
+    combine = 0.0 if run_stack(w.training).moe_probs_in_activation else BYTES_16
+    experts = routed * (act + (_gemm_input_bytes(w) + combine) * m.hidden_size * par.etp)
     return router + shared + experts
 
 
