@@ -118,14 +118,27 @@ def nvls_time(nbytes: float, place: Placement, topo: Topology) -> float:
     algorithm bandwidth is what holds at every size: in-switch reduction moves ``S`` into
     and ``S`` out of each GPU whatever ``n`` is, so the bandwidth term is
     ``2(N-1)/N * S / nvls_busbw`` (measured plateaus on GB200 NVL72, 8-64 GPUs:
-    validation/collectives/nvlink5_groups.yaml, docs/collectives.md).
+    validation/collectives/nvlink5_groups.yaml, docs/collectives.md). Where each GPU's own
+    link is the bound (``nvls_link_bound``, one NVSwitch domain such as DGX H100), that link
+    carries ``S(1 + 1/n)`` each way: the ``multimem`` reduce of its ``1/n`` slice reads ``S``
+    out of it over all slices and returns ``S/n``, the multicast store sends ``S/n`` and
+    receives ``S`` (NCCL NVLS all-reduce: reduce-scatter by ``multimem.ld_reduce``, all-gather
+    by ``multimem.st``). The link rate follows from the measured busbw at ``N``,
+    ``B = nvls_busbw (N+1) / (2(N-1))``, and the bandwidth term is ``S (1 + 1/n) / B``: busbw
+    ``2B (n-1)/(n+1)``, 370 / 411 / 441 / 463 / 480 GB/s at 4-8 H100 against 365-370 / 420 /
+    440 / 460 / 480 measured (NVIDIA/nccl#1455, NCCL_ALGO=NVLS, 2-4 GiB).
     """
     n = place.size
     tier = topo.tiers[place.span]
     busbw = tier.nvls_busbw * tier.size_efficiency(nbytes, n)
     steps = 2 * (n - 1)
     ref = tier.nvls_ranks or n  # the algorithm bandwidth measured at ref ranks holds at n
-    return 2 * (ref - 1) / ref * nbytes / busbw + steps * tier.latency_s + tier.base_latency_s
+    if tier.nvls_link_bound and tier.nvls_ranks:
+        link = busbw * (ref + 1) / (2 * (ref - 1))  # bytes/s each GPU's link sustains
+        bandwidth_time = nbytes * (1 + 1 / n) / link
+    else:
+        bandwidth_time = 2 * (ref - 1) / ref * nbytes / busbw
+    return bandwidth_time + steps * tier.latency_s + tier.base_latency_s
 
 
 def hierarchical_time(op: str, nbytes: float, place: Placement, topo: Topology) -> float:

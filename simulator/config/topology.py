@@ -90,6 +90,10 @@ class TierConfig(Schema):
     # the NVLS algorithm bandwidth S/t is what stays constant (each GPU moves S in and S out
     # of the switch whatever the group size): busbw scales as 2(n-1)/n over 2(N-1)/N.
     nvls_ranks: GPUCount | None = None
+    # With nvls_ranks set: each GPU's own link bounds NVLS, carrying S(1 + 1/n) each way (the
+    # multimem reduce reads S out and S/n back, the multicast store S/n out and S back), so
+    # the algorithm bandwidth grows as n/(n+1) and busbw as (n-1)/(n+1) (one NVSwitch domain).
+    nvls_link_bound: bool = False
     alltoall_efficiency: Fraction | None = None
     # Fraction of line rate DeepEP's dispatch/combine kernels reach on this tier
     # (moe/dispatcher.py); default: alltoall_efficiency.
@@ -250,6 +254,10 @@ class TopologyConfig(Schema):
 
     @check
     def _check(self) -> None:
+        for i, tier in enumerate(self.tiers):
+            if tier.nvls_link_bound and not (tier.nvls_busbw_GBps and tier.nvls_ranks):
+                raise ConfigError(f"tiers[{i}].nvls_link_bound", True,
+                                  "needs nvls_busbw_GBps and the nvls_ranks it was measured at")
         for i in range(1, len(self.tiers)):
             inner, outer = self.tiers[i - 1], self.tiers[i]
             if outer.size % inner.size:

@@ -93,6 +93,7 @@ class Tier:
     deepep_efficiency: float = 0.0
     curve_ranks: int = 0  # group size half_bandwidth_bytes holds at; 0: the buffer S itself
     nvls_ranks: int = 0  # group size nvls_busbw was measured at; 0: busbw size-independent
+    nvls_link_bound: bool = False  # NVLS algbw grows as n/(n+1) (each GPU's link bounds it)
     base_latency_s: float = 0.0  # once per collective, s (NCCL tuning.cc baseLat)
     ll_busbw: float = 0.0  # LL protocol ring bus bandwidth, bytes/s; 0: not modelled
 
@@ -282,6 +283,6 @@ def _tier(t: TierConfig) -> Tier:
         half_bandwidth_bytes=t.half_bandwidth_MB * MB, curve_exponent=t.curve_exponent,
         deepep_efficiency=t.deepep_efficiency or t.alltoall_efficiency or t.efficiency,
         curve_ranks=t.curve_ranks or 0, base_latency_s=t.base_latency_us * US,
-        nvls_ranks=t.nvls_ranks or 0,
+        nvls_ranks=t.nvls_ranks or 0, nvls_link_bound=t.nvls_link_bound,
         ll_busbw=t.ll_busbw_GBps * GB if t.ll_busbw_GBps else 0.0,
     )
