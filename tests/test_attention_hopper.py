@@ -75,3 +75,17 @@ def test_hopper_rate_depends_on_sequence_and_head_dim():
     # cuDNN (2026 release) above FlashAttention-3 (2024) above FlashAttention-2 at 16K
     te, fa3, fa2 = (kernel_efficiency(f, h100, 16384, 128, True) for f in ("te", "fa3", "fa2"))
     assert te > fa3 > fa2
+
+
+def test_flash_attention_2_on_hopper_within_its_sources_disagreement():
+    # the shipped 0.35 (forward figures) against a forward + backward causal benchmark of
+    # PyTorch's flash backend on H200, 4K-64K: that gives 0.332 at Hopper's tile fill, and
+    # every benchmarked point is within 9 % of the model (the documented 5 % disagreement)
+    from simulator.compute.attention import FA2_H200, MEASURED
+    e, rms = _saturated(FA2_H200, S_HALF_CAUSAL)
+    assert e == pytest.approx(0.332, abs=0.002) and rms < 0.02
+    assert MEASURED[("fa2", "hopper")] / e == pytest.approx(1.05, abs=0.01)
+    h100 = _gpu("dgx-h100")
+    for s, f, b in FA2_H200:
+        assert kernel_efficiency("fa2", h100, s, 128, True) == pytest.approx(
+            fwd_bwd_rate(f, b) / PEAK, rel=0.09), s

