@@ -85,3 +85,26 @@ def test_time_units_are_converted(tmp_path):
     path.write_text("m,n,k,dtype,time_ms\n4096,4096,4096,bf16,0.25\n")
     assert read_one(path, {}).gemms[0].seconds == pytest.approx(2.5e-4)
     assert kernels.looks_like(path.read_text())
+
+
+def test_attention_rows_are_costed_as_a_training_step_costs_them():
+    # a timed attention call is predicted at the same kernel efficiency the step uses (the
+    # architecture's tile fill and head-dim factor), so a calibrated attention_efficiency
+    # means what the topology's does: on H100 / B200 the kernel's saturated rate
+    from simulator.calibrate.measurements import AttentionPoint
+    from simulator.compute import attention_time
+    from simulator.compute.attention import kernel_efficiency
+    from simulator.config import load_topology
+    from simulator.hardware import Topology
+
+    for name in ("dgx-h100", "dgx-b200", "dgx-a100"):
+        gpu = Topology.from_config(load_topology(name)).gpu
+        for seq, d in ((2048, 128), (16384, 64)):
+            p = AttentionPoint(1, 32, seq, d, True, "fwd_bwd", 0.0, "")
+            eff = kernel_efficiency("te", gpu, seq, d, True)
+            assert p.seconds_on(gpu) == pytest.approx(
+                attention_time(p.flops, gpu, eff) + gpu.kernel_overhead_s)
+    # short sequences run below the saturated rate on Hopper: 2K is slower per FLOP than 16K
+    h100 = Topology.from_config(load_topology("dgx-h100")).gpu
+    short, long_ = (AttentionPoint(1, 32, s, 128, True, "fwd", 0.0, "") for s in (2048, 16384))
+    assert short.seconds_on(h100) / short.flops > long_.seconds_on(h100) / long_.flops

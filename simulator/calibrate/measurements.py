@@ -62,6 +62,16 @@ class AttentionPoint:
     def kernels(self) -> int:
         return ATTENTION_PASSES[self.kernel][1]
 
+    def seconds_on(self, gpu: Any) -> float:
+        """Predicted seconds of this call on ``gpu``: the FLOPs at Transformer Engine's / cuDNN's
+        kernel efficiency for this sequence, head dim and mask
+        (:func:`simulator.compute.attention.kernel_efficiency`, as a training step costs it),
+        plus the launch overhead of each pass after the first."""
+        from ..compute import attention_time
+        from ..compute.attention import kernel_efficiency
+        eff = kernel_efficiency("te", gpu, self.seq, self.head_dim, self.causal)
+        return attention_time(self.flops, gpu, eff) + (self.kernels - 1) * gpu.kernel_overhead_s
+
 
 @dataclass(frozen=True)
 class StepRun:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..collectives import collective_time
-from ..compute import attention_time, gemm_time
+from ..compute import gemm_time
 from ..errors import ConfigError
 from ..hardware import GB, MB, US, Topology
 from .measurements import AttentionPoint, CollectivePoint, GemmPoint, StepRun
@@ -114,8 +114,7 @@ def kernel_problem(topo: Topology, gemms: list[GemmPoint], attn: list[AttentionP
             if isinstance(p, GemmPoint):
                 out.append(gemm_time(p.m, p.n, p.k, gpu, p.dtype))
             else:
-                t = attention_time(p.flops, gpu)
-                out.append(t + (p.kernels - 1) * gpu.kernel_overhead_s)
+                out.append(p.seconds_on(gpu))
         return np.array(out)
 
     return Problem("kernels", points, params, predict)

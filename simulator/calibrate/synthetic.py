@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..collectives import bus_factor, collective_time
-from ..compute import attention_time, gemm_time
+from ..compute import gemm_time
 from ..config import load_topology
 from ..hardware import Topology
 from .kernels import HEADER
@@ -63,6 +63,6 @@ def kernel_csv(topology: Any, dtypes: tuple[str, ...] = ("bf16", "fp8")) -> str:
     for b, h, s, d in ATTN:
         for kernel in ("fwd", "fwd_bwd"):
             p = AttentionPoint(b, h, s, d, True, kernel, 0.0, "")
-            t = attention_time(p.flops, gpu) + (p.kernels - 1) * gpu.kernel_overhead_s
+            t = p.seconds_on(gpu)
             rows.append(f"attention,,,,,{b},{h},{s},{d},true,{kernel},{t:.6g},synthetic")
     return "\n".join(rows) + "\n"
