@@ -182,3 +182,13 @@ def test_fit_defaults_add_fp8_efficiency_only_when_fp8_cases_are_fitted():
     bf16 = [c for c in h100 if precision(c) == "bf16"]
     assert "gpu.fp8_gemm_efficiency" not in default_params(bf16)
     assert "gpu.fp8_gemm_efficiency" not in default_params(training_cases("dgx-a100", dense))
+
+
+def test_fit_defaults_hold_a_kernel_benchmark_attention_figure():
+    # Hopper / Blackwell attention is a cuDNN kernel benchmark's rate: the default fit holds
+    # it; A100's TE figure is fitted
+    dense = load_cases(categories=["dense_step_time"])
+    for gpu in ("dgx-h100", "gb200-nvl72"):
+        params = default_params(training_cases(gpu, dense))
+        assert "gpu.attention_efficiency" not in params and "gpu.gemm_efficiency" in params
+    assert "gpu.attention_efficiency" in default_params(training_cases("dgx-a100", dense))

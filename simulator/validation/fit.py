@@ -54,9 +54,20 @@ def training_cases(topology: str, cases: list[Case] | None = None,
 
 def default_params(cases: list[Case]) -> list[str]:
     """The bf16 constants, plus the GEMM efficiency of each other precision among ``cases``
-    (``fp8_gemm_efficiency`` when FP8 cases are among them)."""
+    (``fp8_gemm_efficiency`` when FP8 cases are among them). ``attention_efficiency`` only
+    where it is a fitted constant: on Hopper and Blackwell it is a kernel benchmark's rate
+    (:data:`simulator.compute.attention.KERNEL_SOURCED`), held, not fitted."""
+    from ..compute.attention import KERNEL_SOURCED, arch
+    from ..config import load_topology
+    from ..hardware import Topology
+
     own = {"gpu." + precision_of(precision(c)).efficiency for c in cases}
-    return DEFAULT_PARAMS + sorted(own - set(DEFAULT_PARAMS))
+    base = list(DEFAULT_PARAMS)
+    gpus = {c.topology for c in cases}
+    if gpus and all(arch(Topology.from_config(load_topology(t)).gpu) in KERNEL_SOURCED
+                    for t in gpus):
+        base.remove("gpu.attention_efficiency")
+    return base + sorted(own - set(DEFAULT_PARAMS))
 
 
 Predictor = Callable[[Case, dict[str, float]], float]
@@ -118,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("topology")
     ap.add_argument("--params", nargs="+", default=None,
                     help="constants to fit (default: gemm_efficiency, gemm_half_dim, "
-                    "attention_efficiency, and fp8_gemm_efficiency if FP8 cases exist)")
+                    "attention_efficiency where it is fitted (not on Hopper / Blackwell: a "
+                    "kernel benchmark's rate), and fp8_gemm_efficiency if FP8 cases exist)")
     ap.add_argument("--sweeps", type=int, default=2)
     ap.add_argument("--iters", type=int, default=8)
     ap.add_argument("--precision", default=None, metavar="P",
