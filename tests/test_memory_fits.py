@@ -184,7 +184,7 @@ def test_deepseek_v3_h800_plan_fits_with_its_stated_savings():
     # without the FP8 SwiGLU input and the BF16 moments it does not. (The E5M6 attention
     # output and the CPU EMA are not modelled: the fit is conservative.)
     def report(over):
-        w, t = resolve("deepseek-v3", "dgx-h100", over)
+        w, t = resolve("deepseek-v3", "h800", over)
         return estimate_memory(w, Topology.from_config(t))
     saved = report({**DEEPSEEK_V3_H800, **DEEPSEEK_V3_SAVINGS})
     assert saved.fits, saved.explain()
