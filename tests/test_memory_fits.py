@@ -165,32 +165,23 @@ def test_megatron_estimator_cross_check(h100, over):
     assert st.parameters == 2 * n
 
 
-DEEPSEEK_V3_H800 = {  # DeepSeek-V3 technical report (arXiv:2412.19437) Sec. 3.2: the plan
-    "parallelism.tensor": 1, "parallelism.pipeline": 16, "parallelism.virtual_pipeline": None,
-    "parallelism.pipeline_schedule": "dualpipe", "parallelism.data": 128,
-    "parallelism.sequence_parallel": False, "training.global_batch_size": 15360,
-    "training.micro_batch_size": 1}  # micro-batch size: not stated, 1 assumed
-DEEPSEEK_V3_SAVINGS = {  # Sec. 3.2.3 and 3.3, in Megatron-Core's names
-    "training.recompute": "selective",  # RMSNorm and MLA up-projections recomputed, SwiGLU
-    "training.recompute_modules": ["layernorm", "mla_up_proj", "moe_act"],  # output too
-    "training.activation_func_fp8_input_store": True,  # SwiGLU input cached in FP8
-    "training.use_precision_aware_optimizer": True,  # AdamW moments in BF16
-    "training.exp_avg_dtype": "bf16", "training.exp_avg_sq_dtype": "bf16"}
+SAVINGS_OFF = {"training.activation_func_fp8_input_store": False,
+               "training.use_precision_aware_optimizer": False,
+               "training.exp_avg_dtype": "fp32", "training.exp_avg_sq_dtype": "fp32"}
 
 
 def test_deepseek_v3_h800_plan_fits_with_its_stated_savings():
-    # DeepSeek-V3's own run: PP 16 DualPipe, EP 64, ZeRO-1 data parallel, no TP, on 2048
-    # H800 (80 GB, the H100's memory). With the memory savings the report states it fits;
-    # without the FP8 SwiGLU input and the BF16 moments it does not. (The E5M6 attention
-    # output and the CPU EMA are not modelled: the fit is conservative.)
+    # DeepSeek-V3's own run (workloads/deepseek-v3-h800.yaml: PP 16 DualPipe, EP 64, ZeRO-1
+    # data parallel, no TP, 2048 H800 of 80 GB). With the memory savings the report states it
+    # fits; without the FP8 SwiGLU input and the BF16 moments it does not. (The E5M6
+    # attention output is not modelled: the fit is conservative.)
     def report(over):
-        w, t = resolve("deepseek-v3", "h800", over)
+        w, t = resolve("deepseek-v3-h800", "h800", over)
         return estimate_memory(w, Topology.from_config(t))
-    saved = report({**DEEPSEEK_V3_H800, **DEEPSEEK_V3_SAVINGS})
+    saved = report({})
     assert saved.fits, saved.explain()
-    plain = {**DEEPSEEK_V3_H800, "training.recompute": "selective",
-             "training.recompute_modules": ["layernorm", "mla_up_proj", "moe_act"]}
-    assert not report(plain).fits
+    plain = report(SAVINGS_OFF)
+    assert not plain.fits
     # each stated saving lowers the peak: the FP8 SwiGLU input, then the BF16 moments
-    fp8_only = report({**plain, "training.activation_func_fp8_input_store": True})
-    assert report(plain).worst.total > fp8_only.worst.total > saved.worst.total
+    fp8_only = report({k: v for k, v in SAVINGS_OFF.items() if "fp8_input" not in k})
+    assert plain.worst.total > fp8_only.worst.total > saved.worst.total
