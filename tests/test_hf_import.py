@@ -79,7 +79,9 @@ def test_moe_families_map_and_load():
     assert mixtral["moe"] == {"num_experts": 8, "router_topk": 2, "ffn_hidden_size": 14336}
     qwen3 = model_from_hf(QWEN3_30B_A3B)
     assert qwen3["kv_channels"] == 128 and qwen3["moe"]["ffn_hidden_size"] == 768
+    assert qwen3["qk_layernorm"] is True  # Qwen3's q_norm / k_norm
     qwen2 = model_from_hf(QWEN2_57B_A14B)
+    assert "qk_layernorm" not in qwen2 and "qk_layernorm" not in mixtral
     assert qwen2["moe"]["shared_expert_ffn_hidden_size"] == 20480
     oss = model_from_hf(GPT_OSS_120B, "gpt-oss-120b")
     assert oss["kv_channels"] == 64 and oss["seq_length"] == 4096

@@ -241,3 +241,25 @@ def test_fitting_plan_is_explained_with_free_space(h100):
 def test_too_small_global_batch_is_a_config_error(h100):
     with pytest.raises(ConfigError, match="global_batch_size"):
         estimate_memory(load_workload("llama3-8b", {**TP1, "training.global_batch_size": 4}), h100)
+
+
+def test_qk_layernorm_costs_two_norm_kernels_and_keeps_their_inputs():
+    # Megatron-Core --qk-layernorm (Qwen3): a TE RMSNorm over every query and key head after
+    # the QKV projection, read and written once forward (twice that backward), and its input
+    # kept for the backward: (heads + groups) x head dim x 2 bytes per token over TP
+    from simulator.memory.activations import activation_bytes_per_layer
+    from simulator.workload.ops import backward_of, dims, layer_forward
+
+    over = {"parallelism.tensor": 2, "parallelism.data": 4, "training.global_batch_size": 32}
+    plain = load_workload("llama3-8b", over)
+    normed = load_workload("llama3-8b", {**over, "model.qk_layernorm": True})
+    x = dims(normed)
+    ops = {o.name: o for o in layer_forward(normed)}
+    assert "qk_layernorm" not in {o.name for o in layer_forward(plain)}
+    assert ops["qk_layernorm"].nbytes == pytest.approx(2 * x.T * (x.a_t + x.g_t) * x.d * x.e)
+    back = {o.name: o for o in backward_of(layer_forward(normed))}
+    assert back["qk_layernorm_bwd"].nbytes == pytest.approx(2 * ops["qk_layernorm"].nbytes)
+    extra = activation_bytes_per_layer(normed) - activation_bytes_per_layer(plain)
+    s, b = normed.model.seq_length, normed.training.micro_batch_size
+    heads = normed.model.num_attention_heads + normed.model.num_query_groups
+    assert extra == pytest.approx(2 * s * b * heads * normed.model.head_dim / 2)

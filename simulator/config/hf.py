@@ -23,6 +23,7 @@ vocab_size                         vocab_size
 tie_word_embeddings (False)        untie_embeddings_and_output_weights = not it
 attention_dropout                  attention_dropout; hidden_dropout 0 (none in HF)
 hidden_act silu (SwiGLU)           gated_linear_unit: true
+Qwen3 q_norm / k_norm (by arch.)   qk_layernorm: true
 =================================  =================================================
 
 MoE (Mixtral, Qwen2/3-MoE, DeepSeek-V3, GPT-OSS) maps to ``model.moe``:
@@ -186,6 +187,19 @@ def _qwen_moe(c: _Config) -> dict[str, Any]:
     return model
 
 
+def _qwen3(c: _Config) -> dict[str, Any]:
+    """Qwen3 normalises every query and key head (``q_norm`` / ``k_norm`` in Transformers'
+    ``modeling_qwen3.py``): Megatron-Core's ``qk_layernorm`` (Megatron-Bridge qwen3_bridge.py
+    sets it)."""
+    return {**_dense(c), "qk_layernorm": True}
+
+
+def _qwen3_moe(c: _Config) -> dict[str, Any]:
+    """As :func:`_qwen_moe`, with Qwen3's query / key norms (Megatron-Bridge
+    qwen3_moe_bridge.py sets ``qk_layernorm``)."""
+    return {**_qwen_moe(c), "qk_layernorm": True}
+
+
 def _deepseek_v3(c: _Config) -> dict[str, Any]:
     model = _dense(c)
     model["num_query_groups"] = model["num_attention_heads"]  # MLA: no GQA groups
@@ -226,10 +240,10 @@ ARCHITECTURES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "LlamaForCausalLM": _dense,
     "MistralForCausalLM": _dense,
     "Qwen2ForCausalLM": _dense,
-    "Qwen3ForCausalLM": _dense,
+    "Qwen3ForCausalLM": _qwen3,
     "MixtralForCausalLM": _mixtral,
     "Qwen2MoeForCausalLM": _qwen_moe,
-    "Qwen3MoeForCausalLM": _qwen_moe,
+    "Qwen3MoeForCausalLM": _qwen3_moe,
     "DeepseekV3ForCausalLM": _deepseek_v3,
     "GptOssForCausalLM": _gpt_oss,
 }

@@ -107,6 +107,9 @@ class ModelConfig(Schema):
     kv_channels: Width | None = None  # default hidden/heads
     ffn_hidden_size: Ffn | None = None  # default 4*hidden
     gated_linear_unit: bool = False  # SwiGLU: three FFN matrices instead of two
+    # --qk-layernorm: RMSNorm of every query and key head after the QKV projection (Qwen3),
+    # two Transformer Engine norm kernels (megatron/core/transformer/attention.py TENorm)
+    qk_layernorm: bool = False
     vocab_size: Ffn
     seq_length: Tokens
     untie_embeddings_and_output_weights: bool = False

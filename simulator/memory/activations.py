@@ -204,7 +204,9 @@ def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
     # Q, K, V and the attention output (the output projection's input); in FP8 the
     # projection keeps its own 1-byte copy beside the attention's 16-bit one
     proj_copy = tr.precision_type.element_bytes * qd if tr.precision_type.scaled else 0.0
-    attention = s * b * (BYTES_16 * (qd + 2 * kvd + qd) + proj_copy) / t
+    # --qk-layernorm: the norms keep their inputs, the query and key heads before the norm
+    qk_norm_in = BYTES_16 * (qd + kvd) if m.qk_layernorm else 0.0
+    attention = s * b * (BYTES_16 * (qd + 2 * kvd + qd) + proj_copy + qk_norm_in) / t
     if m.multi_latent_attention:
         # MLA (workload/mla.py): Q and K of a*(qk+rope) and V of a*v per token (the up
         # projections' outputs; recomputed, not kept, with recompute_modules mla_up_proj)

@@ -203,8 +203,10 @@ def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
     if w.model.multi_latent_attention:
         ops += mla_projections(w, x)
     else:
-        ops += [gemm("qkv", x.T, qkv_n, x.h, column=True),
-                mem("rotary", 2 * x.T * (x.a_t + x.g_t) * x.d * x.e)]
+        ops += [gemm("qkv", x.T, qkv_n, x.h, column=True)]
+        if w.model.qk_layernorm:  # the query and key heads, each read and written once
+            ops += [mem("qk_layernorm", 2 * x.T * (x.a_t + x.g_t) * x.d * x.e)]
+        ops += [mem("rotary", 2 * x.T * (x.a_t + x.g_t) * x.d * x.e)]
     ops += attention_core(w, x)
     v_dim = w.model.v_head_dim if w.model.multi_latent_attention else x.d
     ops += [gemm("attn_proj", x.T, x.h, x.a_t * v_dim)]
