@@ -50,12 +50,17 @@ def blocking(w: Workload) -> bool:
     return w.parallelism.pipeline > 1 and run_stack(w.training).blocking_p2p
 
 
+def _activation_bytes(w: Workload) -> float:
+    """Bytes of one micro-batch's activation on a pipeline boundary (the SP shard under SP)."""
+    x = dims(w)
+    return x.Tn * x.h * x.e
+
+
 def p2p_seconds(w: Workload, topo: Topology, groups: dict[str, Placement]) -> float:
     """Seconds of one pipeline send of a micro-batch's activation (or its gradient)."""
     if w.parallelism.pipeline <= 1:
         return 0.0
-    x = dims(w)
-    return collective_time("send_recv", x.Tn * x.h * x.e, groups["pp"], topo)
+    return collective_time("send_recv", _activation_bytes(w), groups["pp"], topo)
 
 
 def rendezvous_seconds(w: Workload, topo: Topology, groups: dict[str, Placement]) -> float:
@@ -64,8 +69,7 @@ def rendezvous_seconds(w: Workload, topo: Topology, groups: dict[str, Placement]
     (module docstring); zero without pipeline parallelism."""
     if w.parallelism.pipeline <= 1:
         return 0.0
-    x = dims(w)
-    nbytes, t = x.Tn * x.h * x.e, w.parallelism.tensor
+    nbytes, t = _activation_bytes(w), w.parallelism.tensor
     if t <= 1:
         return 2.0 * collective_time("send_recv", nbytes, groups["pp"], topo)
     return (2.0 * collective_time("send_recv", nbytes / t, groups["pp"], topo)
