@@ -53,7 +53,9 @@ def attention_time(flops: float, gpu: GPU, efficiency: float | None = None) -> f
     (:func:`simulator.compute.attention.kernel_efficiency`); None: the topology's fitted
     ``gpu.attention_efficiency`` (Transformer Engine at the fit set's sequences).
 
-    Runs in bf16 even in FP8 recipes (Transformer Engine default), at the
+    Runs in bf16 even in FP8 recipes (Transformer Engine default; with
+    ``--fp8-dot-product-attention`` the caller scales ``efficiency`` by the FP8 kernel's
+    speed, :mod:`simulator.compute.fp8_attention`), at the
     GPU's measured fused-attention efficiency (Dao 2023, FlashAttention-2;
     Shah et al. 2024, FlashAttention-3). Causal masking is accounted by the
     caller through the FLOPs it passes (about half of the full square).

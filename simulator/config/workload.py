@@ -290,6 +290,10 @@ class TrainingConfig(Schema):
     # makes those phases job-wide barriers (simulator/metrics/variability.py).
     fp8_recipe: Literal[RECIPES] = "delayed"
     tp_only_amax_red: bool = False
+    # --fp8-dot-product-attention (Megatron-Bridge mixed_precision.fp8_dot_product_attention):
+    # the fused attention kernel runs in FP8 (MXFP8 under the mxfp8 recipe), at the rates of
+    # cuDNN's FP8 SDPA relative to BF16 (simulator/compute/fp8_attention.py).
+    fp8_dot_product_attention: bool = False
     # Megatron's explicit recompute arguments; `recompute` above is their shorthand.
     recompute_granularity: Literal["selective", "full"] | None = None
     recompute_method: Literal["uniform", "block"] | None = None
@@ -366,6 +370,9 @@ class TrainingConfig(Schema):
                               "--main-grads-dtype can only be fp32 with fp32 reduction)")
         if self.fp8_param_gather and not self.precision_type.scaled:
             raise ConfigError("training.fp8_param_gather", True, "needs precision: fp8")
+        if self.fp8_dot_product_attention and not self.precision_type.scaled:
+            raise ConfigError("training.fp8_dot_product_attention", True,
+                              "needs precision: fp8")
         if self.cpu_offloading_num_layers and not self.cpu_offloading:
             raise ConfigError("training.cpu_offloading_num_layers",
                               self.cpu_offloading_num_layers, "needs cpu_offloading: true")

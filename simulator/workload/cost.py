@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from ..collectives import collective_time
 from ..compute import attention_time, gemm_time, memory_time
+from ..compute import fp8_attention
 from ..compute.attention import kernel_efficiency
 from ..hardware import Placement, Topology
 from .context import AttnCost
@@ -99,7 +100,10 @@ def op_time(op: Op, ctx: CostContext) -> float:
     if op.kind == "attn":
         if op.attn is None:
             return attention_time(op.flops, gpu)
-        return attention_time(op.flops, gpu, kernel_efficiency(*op.attn[:1], gpu, *op.attn[1:]))
+        eff = kernel_efficiency(*op.attn[:1], gpu, *op.attn[1:])
+        if op.fp8_attn is not None:
+            eff *= fp8_attention.pass_speed(op.fp8_attn, gpu, op.attn[2], op.attn[3])
+        return attention_time(op.flops, gpu, eff)
     if op.kind == "mem":
         return memory_time(op.nbytes, gpu)
     return collective_time(op.comm, op.nbytes, ctx.groups[op.axis], ctx.topo)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..compute import BYTES
+from ..compute.fp8_attention import benchmark_recipe
 from ..config.workload import Workload
 from ..shape import mla
 from ..shape.plan_shape import microbatch_tokens
@@ -54,6 +55,13 @@ class Op:
     # gemm: the dtype it runs in when not the run's precision (a 16-bit layer of an FP8
     # run, e.g. the output projection a stack leaves out of FP8); None: the run's
     dtype: str | None = None
+    # attn in FP8 (--fp8-dot-product-attention): (recipe column "fp8" / "mxfp8", pass
+    # "fwd" / "bwd" / "window_fwd", sequence length) for the kernel's speed over BF16
+    # (simulator/compute/fp8_attention.py); None: a BF16 kernel
+    fp8_attn: tuple[str, str, float] | None = None
+    # attn: its backward when not 2.5x the forward's FLOPs in the same kernel (an FP8
+    # sliding-window backward runs the whole causal triangle)
+    backward: Op | None = None
 
 
 def gemm(name: str, m: float, n: float, k: float, batch: float = 1.0,
@@ -144,14 +152,19 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
         kernel = (attention_family(w), float(x.s), float(head), True)
         share = window_share(w)
         if share == 0.0 or x.cp > 1:
-            return [Op("attention", "attn", flops=full * 0.5, model_flops=full, attn=kernel)]
+            return [_fp8_attention(w, x, Op("attention", "attn", flops=full * 0.5,
+                                            model_flops=full, attn=kernel))]
         keys = window_keys(x.s, w.model.window_size or 0)
         band = 4.0 * q * keys * x.a_t * head * share
-        ops = [Op("attention_window", "attn", flops=band, model_flops=band,
-                  attn=(kernel[0], 2.0 * keys, float(head), True))]
+        ops = [_fp8_attention(w, x, Op("attention_window", "attn", flops=band,
+                                       model_flops=band,
+                                       attn=(kernel[0], 2.0 * keys, float(head), True)),
+                              causal_flops=full * 0.5 * share, causal_kernel=kernel)]
         if share < 1.0:
-            ops.insert(0, Op("attention", "attn", flops=full * 0.5 * (1.0 - share),
-                             model_flops=full * (1.0 - share), attn=kernel))
+            ops.insert(0, _fp8_attention(w, x, Op("attention", "attn",
+                                                  flops=full * 0.5 * (1.0 - share),
+                                                  model_flops=full * (1.0 - share),
+                                                  attn=kernel)))
         return ops
     scores = x.b * x.a_t * (x.s / x.cp) * x.s
     return [
@@ -161,6 +174,26 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
         Op("attn_values", "gemm", flops=full * 0.5, shape=(x.s / x.cp, x.d, x.s),
            batch=x.b * x.a_t, model_flops=full * 0.5),
     ]
+
+
+def _fp8_attention(w: Workload, x: Dims, op: Op, causal_flops: float = 0.0,
+                   causal_kernel: tuple[str, float, float, bool] | None = None) -> Op:
+    """``op`` run in FP8 under ``--fp8-dot-product-attention`` (context parallelism aside:
+    the ring's blocks are costed in BF16): the forward and backward kernels at cuDNN's FP8
+    rates over BF16 (:mod:`simulator.compute.fp8_attention`). A sliding-window layer's FP8
+    backward does not skip the tiles outside the band, so it is the causal backward over
+    the whole sequence: ``2.5 * causal_flops`` in the causal kernel ``causal_kernel``."""
+    if not w.training.fp8_dot_product_attention or x.cp > 1:
+        return op
+    recipe = benchmark_recipe(w.training.fp8_recipe)
+    if causal_kernel is None:
+        back = derive(op, name=op.name + "_bwd", flops=2.5 * op.flops,
+                      model_flops=2 * op.model_flops, fp8_attn=(recipe, "bwd", float(x.s)))
+        return derive(op, fp8_attn=(recipe, "fwd", float(x.s)), backward=back)
+    back = derive(op, name=op.name + "_bwd", flops=2.5 * causal_flops,
+                  model_flops=2 * op.model_flops, attn=causal_kernel,
+                  fp8_attn=(recipe, "bwd", float(x.s)))
+    return derive(op, fp8_attn=(recipe, "window_fwd", float(x.s)), backward=back)
 
 
 def window_keys(s: float, window: int) -> float:
@@ -312,6 +345,8 @@ def backward_of(ops: list[Op]) -> list[Op]:
                                batch=2 * op.batch, model_flops=2 * op.model_flops))
             if op.column and pending:
                 out.append(derive(pending.pop(0), name=op.name + "_input_grad_allreduce"))
+        elif op.kind == "attn" and op.backward is not None:
+            out.append(op.backward)
         elif op.kind == "attn":
             out.append(derive(op, name=op.name + "_bwd", flops=2.5 * op.flops,
                                model_flops=2 * op.model_flops))
