@@ -92,6 +92,16 @@ at every length, saturated 0.611 of 2,450 with the same ``s_half``.
 Release: cuDNN 9.10.2 and 9.13.0 agree within 3 % from 4K up; 9.17.0 is faster (the same
 benchmark on GB300, commit b372d39: 1.10x 9.13 at 32K), and FlashAttention-4 reaches up to
 1.3x cuDNN 9.13 (Zadouri et al., abstract). The Blackwell constants are the 9.10-9.13 rate.
+cuDNN 9.18, 9.19 and 9.22 (same repository, ``results/gb{200,300}_918_only_cudnn``,
+``gb{200,300}_919_only_cudnn``, ``llama3.1/gb{200,300}``: 64 query / 8 KV heads, head dim 128,
+causal) agree with each other within 4 % and are much faster at short sequences: on GB300
+1,300-1,350 / 1,500-1,530 / 1,600 TFLOP/s combined at 4K / 8K / 16K against 9.13's 953 /
+1,215 / 1,368 (+36 / +24 / +17 %; saturated 0.705 of 2,450 with ``s_half`` ~670 keys), on
+GB200 +56 / +35 / +27 % over B200's 9.13 points (head layouts differ: 128 / 8 heads there).
+Not applied: which cuDNN each validation run's container held is not published (Megatron-
+Bridge images build on NGC PyTorch 25.09-26.06 and may reinstall cuDNN), and with these rates
+(and the GB300 FP8 GEMM refitted to about 0.68) the never-fitted GB300 MoE runs move from a
+6.9 to a 10.2 % median, all too fast (validation/analysis.md, "cuDNN release").
 NeMo 25.04 (validation/stacks/ B200 long-sequence table, dgxc GB200 tables) builds on
 ``nvcr.io/nvidia/pytorch:25.01-py3`` (NVIDIA/NeMo branch r2.3.0,
 ``requirements/manifest.json``), whose cuDNN (9.7) has no published B200 SDPA benchmark:
