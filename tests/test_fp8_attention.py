@@ -141,3 +141,26 @@ def test_windowed_layers_pay_the_triangle_in_the_backward_only():
 def test_fp8_attention_needs_fp8_precision():
     with pytest.raises(ConfigError, match="fp8_dot_product_attention"):
         resolve("tiny", "gb300-nvl72", {"training.fp8_dot_product_attention": True})
+
+
+def test_context_parallel_blocks_take_their_fp8_speeds():
+    """A CP ring's attention under FP8 runs at the FP8 speeds of its blocks; the hidden
+    KV exchange is unchanged, so the layer's critical path shrinks where the kernel gains."""
+    from simulator.workload.context import RingKernels, block_efficiency, block_work
+    gpu = _gpu("gb300-nvl72")
+    work = block_work(4, True)
+    bf16 = block_efficiency(work, RingKernels("te", 8192, 192), gpu, True)
+    fwd = block_efficiency(work, RingKernels("te", 8192, 192, fp8="mxfp8"), gpu, True)
+    bwd = block_efficiency(work, RingKernels("te", 8192, 192, fp8="mxfp8"), gpu, True, True)
+    diag = work == 0.5
+    assert (fwd[diag] / bf16[diag]) == pytest.approx(F.speed("mxfp8", gpu, 8192, 192, True)[0])
+    assert (bwd[~diag & (work > 0)] / bf16[~diag & (work > 0)]) == pytest.approx(
+        F.speed("mxfp8", gpu, 4096, 192, False)[1])
+    over = {"parallelism.context": 2, "model.seq_length": 16384,
+            "training.precision": "fp8", "training.fp8_recipe": "tensorwise"}
+    from simulator.api import simulate
+    base = simulate("llama3-8b", "gb300-nvl72", overrides=over)
+    fp8 = simulate("llama3-8b", "gb300-nvl72",
+                   overrides={**over, "training.fp8_dot_product_attention": True})
+    assert fp8.step_time_s < base.step_time_s
+    assert fp8.breakdown_s["cp"] == pytest.approx(base.breakdown_s["cp"], abs=0.02 * base.step_time_s)

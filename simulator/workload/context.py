@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collectives import collective_time
-from ..compute import attention_time, memory_time
+from ..compute import attention_time, fp8_attention, memory_time
 from ..compute.attention import kernel_efficiency
 from ..config.stacks import run_stack
 from ..hardware import Topology
@@ -116,19 +116,26 @@ class RingKernels:
     head_dim: float = 128.0
     merge_fwd_bytes: float = 0.0
     merge_bwd_bytes: float = 0.0
+    fp8: str = ""  # FP8 attention's benchmark column ("fp8" / "mxfp8"); "": BF16 kernels
 
 
-def block_efficiency(work: np.ndarray, kernels: RingKernels, gpu, zigzag: bool
-                     ) -> np.ndarray:
+def block_efficiency(work: np.ndarray, kernels: RingKernels, gpu, zigzag: bool,
+                     backward: bool = False) -> np.ndarray:
     """Kernel efficiency of every (rank, step) block: the diagonal block (work 0.5) is
     causal over ``s/p`` keys; under zigzag an off-diagonal step attends half-chunks
-    (``s/2p`` keys per query row), without zigzag a full ``s/p`` block."""
+    (``s/2p`` keys per query row), without zigzag a full ``s/p`` block. Under FP8
+    attention (``kernels.fp8``) each block runs at its causal or unmasked FP8 speed over
+    BF16 for its pass (:mod:`simulator.compute.fp8_attention`)."""
     if kernels.block_keys <= 0:
         return np.full(work.shape, gpu.attention_efficiency)
     keys = kernels.block_keys
 
     def eff(k, causal):
-        return kernel_efficiency(kernels.family, gpu, k, kernels.head_dim, causal)
+        e = kernel_efficiency(kernels.family, gpu, k, kernels.head_dim, causal)
+        if kernels.fp8:
+            e *= fp8_attention.speed(kernels.fp8, gpu, k, kernels.head_dim, causal)[
+                1 if backward else 0]
+        return e
     off = eff(keys / 2 if zigzag else keys, False)
     return np.where(work == 0.5, eff(keys, True), off)
 
@@ -148,7 +155,7 @@ def ring_attention(full_flops: float, p: int, kv_bytes: float, zigzag: bool,
     gpu = topo.gpu
     work = block_work(p, zigzag)
     kernels = kernels or RingKernels()
-    eff = block_efficiency(work, kernels, gpu, zigzag)
+    eff = block_efficiency(work, kernels, gpu, zigzag, backward)
     compute = np.where(work > 0, work * block_flops / (gpu.peak("bf16") * eff), 0.0)
     compute += np.where(work > 0, gpu.kernel_overhead_s, 0.0)
     merge = kernels.merge_bwd_bytes if backward else kernels.merge_fwd_bytes
@@ -218,9 +225,12 @@ def make_attention(w, topo: Topology, groups, x):
     out_elems = x.b * (x.s / r) * (x.a_t / u) * x.d
     kv_elems = 2.0 * x.b * (x.s / r) * (x.g_t / u) * x.d
     serial = 0.0 if stack.cp_merge_overlapped else 1.0  # TE: beside the next step's kernel
+    fp8 = (fp8_attention.benchmark_recipe(w.training.fp8_recipe)
+           if w.training.fp8_dot_product_attention else "")
     kernels = RingKernels(family=family, block_keys=x.s / r, head_dim=x.d,
                           merge_fwd_bytes=serial * MERGE_FWD_BYTES * out_elems,
-                          merge_bwd_bytes=serial * MERGE_BWD_BYTES * (out_elems + kv_elems))
+                          merge_bwd_bytes=serial * MERGE_BWD_BYTES * (out_elems + kv_elems),
+                          fp8=fp8)
     cache: dict[bool, AttnCost] = {}
 
     def attention(op, backward: bool) -> AttnCost:
@@ -231,6 +241,9 @@ def make_attention(w, topo: Topology, groups, x):
             uplace = topo.place(u, place.stride)
             qkv, out = ulysses_volume(x.b, x.s // r, u, x.a_t, x.g_t, x.d, elem)
             eff = kernel_efficiency(family, topo.gpu, x.s / r, x.d, True)
+            if fp8:
+                eff *= fp8_attention.speed(fp8, topo.gpu, x.s / r, x.d, True)[
+                    1 if backward else 0]
             cost = ulysses_attention(full / (r * r) if r > 1 else full, u,
                                      qkv * u / (u - 1), out * u / (u - 1), topo, uplace,
                                      backward, eff)

@@ -178,9 +178,10 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
 
 def _fp8_attention(w: Workload, x: Dims, op: Op, causal_flops: float = 0.0,
                    causal_kernel: tuple[str, float, float, bool] | None = None) -> Op:
-    """``op`` run in FP8 under ``--fp8-dot-product-attention`` (context parallelism aside:
-    the ring's blocks are costed in BF16): the forward and backward kernels at cuDNN's FP8
-    rates over BF16 (:mod:`simulator.compute.fp8_attention`). A sliding-window layer's FP8
+    """``op`` run in FP8 under ``--fp8-dot-product-attention`` (under context parallelism
+    the ring's blocks take their FP8 speeds in :mod:`simulator.workload.context`): the
+    forward and backward kernels at cuDNN's FP8 rates over BF16
+    (:mod:`simulator.compute.fp8_attention`). A sliding-window layer's FP8
     backward does not skip the tiles outside the band, so it is the causal backward over
     the whole sequence: ``2.5 * causal_flops`` in the causal kernel ``causal_kernel``."""
     if not w.training.fp8_dot_product_attention or x.cp > 1:
