@@ -164,3 +164,18 @@ def test_context_parallel_blocks_take_their_fp8_speeds():
                    overrides={**over, "training.fp8_dot_product_attention": True})
     assert fp8.step_time_s < base.step_time_s
     assert fp8.breakdown_s["cp"] == pytest.approx(base.breakdown_s["cp"], abs=0.02 * base.step_time_s)
+
+
+@pytest.mark.parametrize("recipe,out_saved_fp8", [("mxfp8", False), ("delayed", True)])
+def test_fp8_attention_keeps_fp8_copies_for_its_backward(recipe, out_saved_fp8):
+    """TE's FusedAttnFunc saves the FP8 Q, K, V it ran with (and the FP8 output under delayed
+    scaling) instead of their 16-bit tensors: 1 byte less per element."""
+    from simulator.memory.activations import activation_bytes_per_layer
+    base = {"training.precision": "fp8", "training.fp8_recipe": recipe}
+    w0, _ = resolve("llama3-8b", "gb300-nvl72", base)
+    w1, _ = resolve("llama3-8b", "gb300-nvl72", {**base, "training.fp8_dot_product_attention": True})
+    m, t = w0.model, w0.parallelism.tensor
+    tokens = m.seq_length * w0.training.micro_batch_size / w0.parallelism.context
+    qd, kvd = m.num_attention_heads * m.head_dim, m.groups * m.head_dim
+    saved = tokens * (qd + 2 * kvd + (qd if out_saved_fp8 else 0)) / t
+    assert activation_bytes_per_layer(w0) - activation_bytes_per_layer(w1) == pytest.approx(saved)

@@ -47,10 +47,10 @@ Between measured lengths the ratio is interpolated in ``log2(s)``, and held at t
 full-attention FP8 point is published). GB200 / B200 take the GB200 points (one die),
 GB300 / B300 the GB300 points; other GPUs have no FP8 attention benchmark and are costed
 as BF16 (speed 1). The quantisation of Q, K, V and dO (one read of 2 B and a write of 1 B
-per element, a few per cent of the kernel) and FP8 attention's smaller saved activations
-are not modelled; under context parallelism each ring block (causal on the diagonal,
-unmasked off it) and each Ulysses kernel runs at its own FP8 speed, with the KV exchange in
-16-bit (TE's FP8 ring may send FP8).
+per element, a few per cent of the kernel) is not modelled; the smaller saved activations
+are (:mod:`simulator.memory.activations`). Under context parallelism each ring block
+(causal on the diagonal, unmasked off it) and each Ulysses kernel runs at its own FP8
+speed, with the KV exchange in 16-bit (TE's FP8 ring may send FP8).
 """
 
 from __future__ import annotations

@@ -55,7 +55,9 @@ the two norm outputs (QKV and FC1 inputs) and the FC2 input (the activation's ou
 ``update_usage(rowwise_usage=False, columnwise_usage=True)``), and the output projection
 adds a 1-byte copy of its input, which the attention kernel also keeps in 16-bit for its
 own backward.
-The norm inputs, Q/K/V and the FC1 output (the activation's input) stay 16-bit.
+The norm inputs, Q/K/V and the FC1 output (the activation's input) stay 16-bit, except that
+FP8 attention (``fp8_dot_product_attention``) keeps its FP8 Q/K/V (and, under delayed
+scaling, its FP8 output) for the backward instead (:func:`_attention_saved_bytes`).
 """
 
 from __future__ import annotations
@@ -156,6 +158,19 @@ def _moe_mlp_bytes(w: Workload, s: float, b: float, sp_div: float, load: float,
     return router + shared + experts
 
 
+def _attention_saved_bytes(w: Workload) -> tuple[float, float]:
+    """Bytes per element the fused attention keeps of Q / K / V and of its output for the
+    backward: 16-bit, or under ``fp8_dot_product_attention`` the FP8 copies of Q, K, V it
+    computed with, and of the output too under delayed scaling (TE
+    ``dot_product_attention/backends.py`` FusedAttnFunc: ``fp8_tensors = (q_fp8, k_fp8,
+    v_fp8, out_fp8)``; with current scaling's 16-bit output and with MXFP8 the output is
+    kept in 16-bit; MXFP8's block scales, 1/32 byte per element, are left out)."""
+    tr = w.training
+    if not (tr.fp8_dot_product_attention and tr.precision_type.scaled):
+        return BYTES_16, BYTES_16
+    return 1.0, (1.0 if tr.fp8_recipe == "delayed" else BYTES_16)
+
+
 def _recompute_for(w: Workload, recompute: str | None) -> Recompute:
     """The workload's recompute setting, or the one ``recompute`` names: ``"none"``,
     ``"full"``, or ``"selective"`` (the workload's modules when it is selective, else
@@ -206,7 +221,8 @@ def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
     proj_copy = tr.precision_type.element_bytes * qd if tr.precision_type.scaled else 0.0
     # --qk-layernorm: the norms keep their inputs, the query and key heads before the norm
     qk_norm_in = BYTES_16 * (qd + kvd) if m.qk_layernorm else 0.0
-    attention = s * b * (BYTES_16 * (qd + 2 * kvd + qd) + proj_copy + qk_norm_in) / t
+    qkv_b, out_b = _attention_saved_bytes(w)
+    attention = s * b * (qkv_b * (qd + 2 * kvd) + out_b * qd + proj_copy + qk_norm_in) / t
     if m.multi_latent_attention:
         # MLA (workload/mla.py): Q and K of a*(qk+rope) and V of a*v per token (the up
         # projections' outputs; recomputed, not kept, with recompute_modules mla_up_proj)
@@ -215,7 +231,7 @@ def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
         a, v = m.num_attention_heads, m.v_head_dim or 0
         latents = (m.q_lora_rank or 0) + (m.kv_lora_rank or 0) + (m.qk_pos_emb_head_dim or 0)
         qkv = 0.0 if rc.has("mla_up_proj") else 2 * a * qk_dim(m) + a * v
-        attention = BYTES_16 * s * b * ((qkv + a * v) / t + latents)
+        attention = s * b * ((qkv_b * qkv + out_b * a * v) / t + BYTES_16 * latents)
     scores = 0.0
     if not tr.use_flash_attn and not rc.has("core_attn"):
         # softmax output (2) + dropout mask (1) + dropout output (2); softmax only
