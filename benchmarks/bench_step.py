@@ -237,7 +237,7 @@ import json, sys, time
 sys.path.insert(0, {bench!r})
 from bench_step import _resolve_case
 from simulator.api import simulate_resolved
-from simulator.workload.moe_costs import clear_moe_caches
+from simulator.workload.moe.costs import clear_moe_caches
 w, t = _resolve_case({workload!r}, {topology!r}, {overrides!r})
 start = time.perf_counter()
 _, _, run = simulate_resolved(w, t)
