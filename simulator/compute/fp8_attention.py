@@ -55,6 +55,7 @@ speed, with the KV exchange in 16-bit (TE's FP8 ring may send FP8).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from ..hardware import GPU
@@ -152,7 +153,7 @@ def _ratio(points: tuple[tuple[float, ...], ...], s: float, recipe: str) -> tupl
     x = math.log2(max(s, 1.0))
     if x <= ratios[0][0]:
         return ratios[0][1], ratios[0][2]
-    for (x0, f0, b0), (x1, f1, b1) in zip(ratios, ratios[1:], strict=False):
+    for (x0, f0, b0), (x1, f1, b1) in itertools.pairwise(ratios):
         if x <= x1:
             u = (x - x0) / (x1 - x0)
             return f0 + u * (f1 - f0), b0 + u * (b1 - b0)

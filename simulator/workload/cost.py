@@ -29,8 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..collectives import collective_time
-from ..compute import attention_time, gemm_time, memory_time
-from ..compute import fp8_attention
+from ..compute import attention_time, fp8_attention, gemm_time, memory_time
 from ..compute.attention import kernel_efficiency
 from ..hardware import Placement, Topology
 from .context import AttnCost
