@@ -373,7 +373,8 @@ def cap_check(kw: dict, df: Any) -> list[str]:
         if kw["prices"] and r.get("cost_usd") is not None and \
                 r["cost_usd"] != r["gpu_hours"] * kw["prices"][r["topology"]]:
             bad.append(f"{r['topology']} {r['num_gpus']}: cost is not GPU-hours x price")
-    if len(df) != len(set(kw["topologies"])) * len(set(kw["gpus"])):
+    tops = [kw["topologies"]] if isinstance(kw["topologies"], str) else kw["topologies"]
+    if len(df) != len(set(tops)) * len(set(kw["gpus"])):
         bad.append(f"{len(df)} rows for {kw['topologies']} x {kw['gpus']}")
     return bad
 

@@ -234,3 +234,13 @@ def test_gpu_counts_accept_lists_strings_and_numpy_ints():
     from simulator.capacity import _counts
 
     assert _counts("8, 16") == _counts([8, 16, 8]) == _counts(np.array([8, 16])) == [8, 16]
+
+
+@pytest.mark.parametrize("field,kw", [("--deadline-days", {"deadline_days": "x"}),
+                                      ("--budget", {"budget_usd": True}),
+                                      ("--tokens", {"tokens": "x"})])
+def test_non_numbers_from_the_python_api_are_config_errors(field, kw):
+    """A string or a bool where a number belongs is named, not a TypeError (fuzz finding)."""
+    args = {"tokens": 1e9, **kw}
+    with pytest.raises(ConfigError, match=field):
+        capacity("tiny", args.pop("tokens"), ["dgx-h100"], [8], executor="serial", **args)

@@ -177,7 +177,8 @@ def _check(tokens: float | None, model_sizes: Any, deadline: float | None,
     for name, v in (("--deadline-days", deadline), ("--budget", budget),
                     ("--switch-price", switch_price),
                     ("--transceiver-price", transceiver_price)):
-        if v is not None and not (math.isfinite(v) and v > 0):
+        if v is not None and not (isinstance(v, int | float) and not isinstance(v, bool)
+                                  and math.isfinite(v) and v > 0):
             raise ConfigError(name, v, "a finite number > 0")
     if budget is not None and set(price) != set(topos):
         missing = [t for t in topos if t not in price]
