@@ -28,7 +28,11 @@ plain linear's input is read in 16-bit (2 B) and written as row-wise and column-
 the output gradient as a plain input; a 16-bit weight as a plain input, an FP8 weight
 (``fp8_param_gather``) its transpose only; sequence-parallel all-gathers feeding an FP8
 linear move FP8 (half the 16-bit bytes); a routed expert's input is read in 16-bit and
-written row-wise (2 + 1 B). Units: bytes.
+written row-wise and column-wise, the latter kept for the weight gradient (2 + 1 + 1 B:
+``grouped_linear.py`` ``fp8_multi_cast_transpose_fused`` in v1.11, and at NVIDIA/
+TransformerEngine d0067d0d its input quantizer's ``set_usage(rowwise=True,
+columnwise=is_grad_enabled and weight_requires_grad and not save_original_input)``; until
+2026-12 this was 2 + 1 B, the row-wise copy only). Units: bytes.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ class Casts:
     weight: float  # 16-bit weight -> scaled weight + transpose, once per step
     weight_transpose: float  # weight already scaled (fp8_param_gather): transpose only
     gather_ratio: float  # bytes of a sequence-parallel all-gather over its 16-bit bytes
-    expert_input: float  # a routed expert's grouped-GEMM input: read 16-bit, write row-wise
+    expert_input: float  # a routed expert's grouped-GEMM input: read 16-bit, write both copies
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ class Precision:
 DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 
 FP8_CASTS = Casts(input=4.0, input_transpose=2.0, grad=4.0, weight=4.0,
-                  weight_transpose=2.0, gather_ratio=0.5, expert_input=3.0)
+                  weight_transpose=2.0, gather_ratio=0.5, expert_input=4.0)
 
 PRECISIONS: dict[str, Precision] = {
     "bf16": Precision("bf16", 2.0, peak="bf16", kernel="bf16", efficiency="gemm_efficiency"),

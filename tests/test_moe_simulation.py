@@ -93,3 +93,29 @@ def test_moe_result_reports_ep_comm_and_imbalance():
     for key in ("ep_expert_max_over_mean", "ep_rank_max_over_mean", "ep_dropped_fraction",
                 "ep_balance_loss"):
         assert np.isfinite(r.imbalance[key])
+
+
+def test_fp8_expert_casts_follow_the_gemm_operands_of_each_pass():
+    """FP8 (TE GroupedLinear): each 16-bit GEMM operand is read once and written as row- and
+    column-wise FP8 (4 B per element): the FC1 / FC2 inputs (h and f wide) in the forward,
+    the FC2 / FC1 output gradients (h and 2f wide under SwiGLU) in the backward."""
+    over = {"model.moe.router_load": "uniform", "model.moe.balancing": "none"}
+    bf16, topo = _moe(over)
+    fp8, _ = _moe({**over, "training.precision": "fp8"})
+    kept = bf16.route(0, 0).kept_tokens
+    gpu = topo.gpu
+    bw = gpu.hbm_bandwidth * gpu.memory_bandwidth_efficiency
+    n, h, f = float(kept[0]), 4096, 14336
+
+    def gemms(cost, backward):  # GEMM and activation seconds of one expert
+        return cost._expert_kernels(kept[:1], backward)[0]
+    casts = {b: gemms(fp8, b) - gemms(bf16, b) for b in (False, True)}
+    # bf16 and FP8 GEMMs differ in rate; compare the cast parts through a zero-FLOP expert
+    zero = np.zeros(1)
+    assert fp8._expert_kernels(zero)[0] - bf16._expert_kernels(zero)[0] == pytest.approx(
+        2 * gpu.kernel_overhead_s)
+    fwd_bytes, bwd_bytes = 4.0 * n * (h + f), 4.0 * n * (h + 2 * f)
+    gemm_delta = {b: casts[b] - (fwd_bytes if not b else bwd_bytes / 2) / bw
+                  - (2 if not b else 1) * gpu.kernel_overhead_s for b in (False, True)}
+    # what is left is the GEMMs' FP8-vs-bf16 difference, the same in both passes
+    assert gemm_delta[False] == pytest.approx(gemm_delta[True], rel=1e-9)

@@ -188,9 +188,9 @@ class MoECost:
         kept = np.asarray(kept)
         lo, hi = (int(kept.min()), int(kept.max())) if kept.size else (0, 0)
         if hi - lo + 1 < kept.size // 4:  # few distinct counts: cost each one once (same values)
-            per_expert = self._expert_kernels(np.arange(lo, hi + 1))[kept - lo]
+            per_expert = self._expert_kernels(np.arange(lo, hi + 1), backward)[kept - lo]
         else:
-            per_expert = self._expert_kernels(kept)
+            per_expert = self._expert_kernels(kept, backward)
         gpu = self.topo.gpu
         ranks = (*per_expert.shape[:-1], self.ep, per_expert.shape[-1] // self.ep)
         out = ((per_expert.reshape(ranks).sum(axis=-1) + gpu.kernel_overhead_s)
@@ -205,26 +205,36 @@ class MoECost:
             out = out + eager.reshape(ranks).sum(axis=-1) + fixed * gpu.kernel_overhead_s
         return out
 
-    def _expert_kernels(self, kept: np.ndarray) -> np.ndarray:
-        """Forward seconds of one expert holding ``kept`` assignments (elementwise).
+    def _expert_kernels(self, kept: np.ndarray, backward: bool = False) -> np.ndarray:
+        """Seconds of one expert holding ``kept`` assignments (elementwise), per pass; the
+        caller doubles it for the backward (data- and weight-gradient GEMMs, twice the
+        activation's bytes).
 
         Its GEMMs at their own shape's efficiency, one kernel per expert and linear
-        (``kernel_overhead_s``), FP8 quantisation of its inputs (read bf16 + write fp8 per
-        element) under an FP8 recipe, and the activation.
+        (``kernel_overhead_s``), the activation, and under an FP8 recipe the quantisation
+        of each GEMM's 16-bit operand (read 16-bit, write the row- and column-wise copies;
+        :data:`simulator.precision.FP8_CASTS` ``expert_input``): the two inputs (``h`` and
+        ``f`` wide) in the forward, the two output gradients (``h`` and ``f`` or ``2f``
+        wide) in the backward, each once, so halved here against the caller's doubling.
         """
         gpu = self.topo.gpu
         dtype = self.prec.kernel
         n = kept.astype(float)
         f = self.ffn / self.etp
-        shapes = [(n, f * (2 if self.glu else 1), self.h), (n, self.h, f)]
+        fc1_out = f * (2 if self.glu else 1)
+        shapes = [(n, fc1_out, self.h), (n, self.h, f)]
         total = np.zeros_like(n)
         bw = gpu.hbm_bandwidth * gpu.memory_bandwidth_efficiency
         for mm, nn, kk in shapes:
             flops = 2.0 * mm * nn * kk
             eff = gemm_efficiency(np.maximum(mm, 1.0), nn, kk, gpu, dtype)
             total += flops / (gpu.peak(dtype) * eff) + gpu.kernel_overhead_s
-            if self.prec.casts is not None:
-                total += mm * kk * self.prec.casts.expert_input / bw + gpu.kernel_overhead_s
+        if self.prec.casts is not None:
+            # forward: the FC1 and FC2 inputs (k wide); backward: the FC2 and FC1 output
+            # gradients (h and fc1_out wide), once per step of the doubled backward
+            widths = (self.h + fc1_out) / 2.0 if backward else self.h + f
+            total += n * widths * self.prec.casts.expert_input / bw \
+                + 2 * gpu.kernel_overhead_s * (0.5 if backward else 1.0)
         act = n * f * 2 * (3 if self.glu else 2) / bw
         return total + act
 
