@@ -101,7 +101,7 @@ GB200 +56 / +35 / +27 % over B200's 9.13 points (head layouts differ: 128 / 8 he
 Not applied: which cuDNN each validation run's container held is not published (Megatron-
 Bridge images build on NGC PyTorch 25.09-26.06 and may reinstall cuDNN), and with these rates
 (and the GB300 FP8 GEMM refitted to about 0.68) the never-fitted GB300 MoE runs move from a
-6.9 to a 10.2 % median, all too fast (validation/analysis.md, "cuDNN release").
+7.2 to a 10.4 % median, all too fast (validation/analysis.md, "cuDNN release").
 NeMo 25.04 (validation/stacks/ B200 long-sequence table, dgxc GB200 tables) builds on
 ``nvcr.io/nvidia/pytorch:25.01-py3`` (NVIDIA/NeMo branch r2.3.0,
 ``requirements/manifest.json``), whose cuDNN (9.7) has no published B200 SDPA benchmark:
