@@ -59,6 +59,7 @@ import itertools
 import math
 
 from ..hardware import GPU
+from .attention import arch
 
 # (seq, bf16 fwd, bf16 bwd, fp8 fwd, fp8 bwd, mxfp8 fwd, mxfp8 bwd), ms, from the files in
 # the module docstring; key: (GPU table, head dim or "window", mask)
@@ -129,14 +130,12 @@ HEAD_DIMS = (128, 192)
 
 def table_of(gpu: GPU) -> str | None:
     """The benchmark a GPU takes its FP8 attention ratios from: ``gb200`` (B200 / GB200),
-    ``gb300`` (B300 / GB300), ``h200`` (H100 / H200 / H800); None: no FP8 benchmark."""
-    n = gpu.name.upper()
-    if n.startswith(("GB300", "B300")):
-        return "gb300"
-    if n.startswith(("GB200", "B200")):
-        return "gb200"
-    if n.startswith(("H100", "H200", "H800", "GH200")):
+    ``gb300`` (B300 / GB300), ``h200`` (Hopper); None: no FP8 benchmark."""
+    a = arch(gpu)
+    if a == "hopper":
         return "h200"
+    if a == "blackwell":
+        return "gb300" if gpu.name.upper().startswith(("GB300", "B300")) else "gb200"
     return None
 
 
@@ -158,6 +157,14 @@ def _ratio(points: tuple[tuple[float, ...], ...], s: float, recipe: str) -> tupl
             u = (x - x0) / (x1 - x0)
             return f0 + u * (f1 - f0), b0 + u * (b1 - b0)
     return ratios[-1][1], ratios[-1][2]
+
+
+def recipe_of(training) -> str:
+    """The benchmark column a run's attention uses: ``""`` (a BF16 kernel) unless
+    ``training.fp8_dot_product_attention``, else :func:`benchmark_recipe` of its recipe."""
+    if not training.fp8_dot_product_attention:
+        return ""
+    return benchmark_recipe(training.fp8_recipe)
 
 
 def benchmark_recipe(fp8_recipe: str) -> str:
@@ -200,5 +207,11 @@ def pass_speed(fp8_attn: tuple[str, str, float], gpu: GPU, head_dim: float, caus
     recipe, kind, seq = fp8_attn
     if kind == "window_fwd":
         return window_forward_speed(recipe, gpu, seq)
-    fwd, bwd = speed(recipe, gpu, seq, head_dim, causal)
-    return bwd if kind == "bwd" else fwd
+    return pass_rate(recipe, gpu, seq, head_dim, causal, kind == "bwd")
+
+
+def pass_rate(recipe: str, gpu: GPU, seq: float, head_dim: float, causal: bool,
+              backward: bool) -> float:
+    """One pass's speed from :func:`speed`: the backward's if ``backward``, else the
+    forward's."""
+    return speed(recipe, gpu, seq, head_dim, causal)[1 if backward else 0]

@@ -133,8 +133,8 @@ def block_efficiency(work: np.ndarray, kernels: RingKernels, gpu, zigzag: bool,
     def eff(k, causal):
         e = kernel_efficiency(kernels.family, gpu, k, kernels.head_dim, causal)
         if kernels.fp8:
-            e *= fp8_attention.speed(kernels.fp8, gpu, k, kernels.head_dim, causal)[
-                1 if backward else 0]
+            e *= fp8_attention.pass_rate(kernels.fp8, gpu, k, kernels.head_dim, causal,
+                                         backward)
         return e
     off = eff(keys / 2 if zigzag else keys, False)
     return np.where(work == 0.5, eff(keys, True), off)
@@ -225,8 +225,7 @@ def make_attention(w, topo: Topology, groups, x):
     out_elems = x.b * (x.s / r) * (x.a_t / u) * x.d
     kv_elems = 2.0 * x.b * (x.s / r) * (x.g_t / u) * x.d
     serial = 0.0 if stack.cp_merge_overlapped else 1.0  # TE: beside the next step's kernel
-    fp8 = (fp8_attention.benchmark_recipe(w.training.fp8_recipe)
-           if w.training.fp8_dot_product_attention else "")
+    fp8 = fp8_attention.recipe_of(w.training)
     kernels = RingKernels(family=family, block_keys=x.s / r, head_dim=x.d,
                           merge_fwd_bytes=serial * MERGE_FWD_BYTES * out_elems,
                           merge_bwd_bytes=serial * MERGE_BWD_BYTES * (out_elems + kv_elems),
@@ -242,8 +241,7 @@ def make_attention(w, topo: Topology, groups, x):
             qkv, out = ulysses_volume(x.b, x.s // r, u, x.a_t, x.g_t, x.d, elem)
             eff = kernel_efficiency(family, topo.gpu, x.s / r, x.d, True)
             if fp8:
-                eff *= fp8_attention.speed(fp8, topo.gpu, x.s / r, x.d, True)[
-                    1 if backward else 0]
+                eff *= fp8_attention.pass_rate(fp8, topo.gpu, x.s / r, x.d, True, backward)
             cost = ulysses_attention(full / (r * r) if r > 1 else full, u,
                                      qkv * u / (u - 1), out * u / (u - 1), topo, uplace,
                                      backward, eff)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..compute import BYTES
-from ..compute.fp8_attention import benchmark_recipe
+from ..compute.fp8_attention import recipe_of
 from ..config.workload import Workload
 from ..shape import mla
 from ..shape.plan_shape import microbatch_tokens
@@ -184,9 +184,9 @@ def _fp8_attention(w: Workload, x: Dims, op: Op, causal_flops: float = 0.0,
     (:mod:`simulator.compute.fp8_attention`). A sliding-window layer's FP8
     backward does not skip the tiles outside the band, so it is the causal backward over
     the whole sequence: ``2.5 * causal_flops`` in the causal kernel ``causal_kernel``."""
-    if not w.training.fp8_dot_product_attention or x.cp > 1:
+    recipe = recipe_of(w.training)
+    if not recipe or x.cp > 1:
         return op
-    recipe = benchmark_recipe(w.training.fp8_recipe)
     if causal_kernel is None:
         back = derive(op, name=op.name + "_bwd", flops=2.5 * op.flops,
                       model_flops=2 * op.model_flops, fp8_attn=(recipe, "bwd", float(x.s)))
