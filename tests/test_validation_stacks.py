@@ -155,11 +155,12 @@ def test_deepspeed_runs_meet_the_bar(records):
 
 @pytest.mark.xfail(strict=True, reason=(
     "NeMo AutoModel Llama 3 70B (64 H100, FSDP2 32 x CP 2, 8K, full recompute, compile, SDPA "
-    "FlashAttention-2) measured 18.90 s, predicted 21.45 s (+13.5 %): the FSDP2 copy kernels "
+    "FlashAttention-2) measured 18.90 s, predicted 21.27 s (+12.5 %): the FSDP2 copy kernels "
     "(1.18 s) and FA2's measured 35 % of peak are sourced; the run's 389 model TFLOP/s needs "
-    "more than the simulator's FA2 and GEMM rates give (one run, one source)"))
+    "more than the simulator's FA2 and GEMM rates give. Its Qwen3-30B-A3B MoE run (8 H100, "
+    "EP 8, DeepEP, fake balanced gate) is +10 % (one source)"))
 def test_nemo_automodel_runs_meet_the_bar(records):
-    _bar(crossvalidate(records), "nemo-automodel", 1)
+    _bar(crossvalidate(records), "nemo-automodel", 2)
 
 
 def test_deepspeed_blocking_sends_slow_the_mtnlg_plan(records):

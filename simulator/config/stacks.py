@@ -35,12 +35,16 @@ configured (e.g. a Hugging Face ``attn_implementation``; a family other than ``t
 under context parallelism runs in PyTorch's ring, whose merges are not overlapped), and
 ``training.torch_compile: true`` drops the eager elementwise factors (``torch.compile``
 fuses each norm, RoPE and SwiGLU into one kernel that reads and writes each element once,
-as the torchtitan profile states).
+as the torchtitan profile states), and ``training.stack_settings`` (``"section.key":
+value``, the keys of :data:`KEYS`) sets the values a recipe configured otherwise (e.g.
+NeMo AutoModel's MoE parallelizer keeping gathered weights after the forward), applied
+after the release's.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -104,6 +108,22 @@ def _value(doc: dict, section: str, key: str, default: Any) -> Any:
 
 
 _SECTIONS = ("attention", "context_parallel", "fsdp", "launch", "fp8", "pipeline", "moe")
+# Every key :func:`parse` reads, by section, with the type a run's setting must have
+# ("bool", "number", "name" (a string), "factors": {op name: number >= 0}).
+KEYS: dict[str, dict[str, str]] = {
+    "attention": {"family": "name"},
+    "context_parallel": {"merge_overlapped": "bool"},
+    "fsdp": {"implementation": "name", "prefetch_depth": "number",
+             "reshard_after_forward": "bool", "reduce_dtype": "name",
+             "copy_bytes_per_param": "number", "reduce_copy_bytes_per_param": "number",
+             "units_per_layer": "number", "float8_all_gather": "bool"},
+    "launch": {"elementwise_bytes_factor": "factors"},
+    "fp8": {"input_bytes": "number", "norm_fused_input_bytes": "number",
+            "grad_bytes": "number", "weight_bytes": "number", "output_layer_fp8": "bool",
+            "backward_transpose_bytes": "number", "weight_per_microbatch": "bool"},
+    "pipeline": {"blocking_p2p": "bool"},
+    "moe": {"probs_in_activation": "bool"},
+}
 
 
 def _check_sources(name: str, doc: dict) -> None:
@@ -144,6 +164,10 @@ def parse(name: str, doc: dict) -> Stack:
         if f not in FAMILIES:
             raise ConfigError(f"stacks/{name}.yaml attention.family", f,
                               f"must be one of {', '.join(FAMILIES)}")
+    reduce = _value(doc, "fsdp", "reduce_dtype", None)
+    if reduce not in (None, "fp32", "bf16"):
+        raise ConfigError(f"stacks/{name}.yaml fsdp.reduce_dtype", reduce,
+                          "must be fp32 or bf16")
     impl = _value(doc, "fsdp", "implementation", "megatron_fsdp")
     if impl not in FSDP_IMPLS:
         raise ConfigError(f"stacks/{name}.yaml fsdp.implementation", impl,
@@ -157,7 +181,7 @@ def parse(name: str, doc: dict) -> Stack:
         name=name, attention_family=fam, attention_by_release=by_rel, fsdp_impl=impl,
         prefetch_depth=depth,
         reshard_after_forward=bool(_value(doc, "fsdp", "reshard_after_forward", True)),
-        reduce_dtype=_value(doc, "fsdp", "reduce_dtype", None),
+        reduce_dtype=reduce,
         fsdp_copy_bytes_per_param=float(_value(doc, "fsdp", "copy_bytes_per_param", 0.0)),
         fsdp_reduce_copy_bytes_per_param=float(_value(doc, "fsdp", "reduce_copy_bytes_per_param",
                                                       0.0)),
@@ -225,10 +249,58 @@ def load_stack(name: str = DEFAULT, release: str | None = None) -> Stack:
     return parse(name, with_release(name, doc, release))
 
 
+def _check_setting(dotted: str, value: Any) -> None:
+    """ConfigError naming ``training.stack_settings.<dotted>`` unless it is a key of
+    :data:`KEYS` with a value of its type."""
+    field = f"training.stack_settings.{dotted}"
+    section, _, key = str(dotted).partition(".")
+    kind = KEYS.get(section, {}).get(key)
+    if kind is None:
+        known = ", ".join(f"{s}.{k}" for s, keys in KEYS.items() for k in keys)
+        raise ConfigError(field, value, f"must be one of the profile keys: {known}")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    ok = {"bool": isinstance(value, bool), "number": number and value >= 0,
+          "name": isinstance(value, str),
+          "factors": isinstance(value, dict) and all(
+              isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+              for v in value.values())}[kind]
+    if not ok:
+        allowed = {"bool": "true or false", "number": "a number >= 0", "name": "a name",
+                   "factors": "a mapping of op name to a number >= 0"}[kind]
+        raise ConfigError(field, value, f"must be {allowed}")
+
+
+@lru_cache(maxsize=None)
+def _with_settings(name: str, release: str | None, settings: str) -> Stack:
+    """The profile at ``release`` with a run's settings (``settings``: sorted JSON)."""
+    values = json.loads(settings)
+    doc = with_release(name, _doc(name), release)
+    doc = copy.deepcopy(doc)
+    for dotted, v in values.items():
+        section, _, key = dotted.partition(".")
+        doc.setdefault(section, {})[key] = {"value": v, "source": "training.stack_settings"}
+    try:
+        return parse(name, doc)
+    except ConfigError as err:  # a value parse rejects: name the run's field
+        dotted = err.field.rpartition(" ")[2]
+        if dotted in values:
+            raise ConfigError(f"training.stack_settings.{dotted}", values[dotted],
+                              err.allowed) from None
+        raise
+
+
 def run_stack(training: Any) -> Stack:
     """The profile a run used: ``training.stack`` at ``training.stack_release``, with the
-    run's own ``attention_family`` and ``torch_compile`` settings (module docstring)."""
-    stack = load_stack(training.stack, getattr(training, "stack_release", None))
+    run's own ``stack_settings``, ``attention_family`` and ``torch_compile`` settings
+    (module docstring)."""
+    release = getattr(training, "stack_release", None)
+    settings = getattr(training, "stack_settings", None) or {}
+    if settings:
+        for dotted, value in settings.items():
+            _check_setting(dotted, value)
+        stack = _with_settings(training.stack, release, json.dumps(settings, sort_keys=True))
+    else:
+        stack = load_stack(training.stack, release)
     family = getattr(training, "attention_family", None)
     if family is not None:
         if family not in FAMILIES:

@@ -9,7 +9,7 @@ the topology (GPU counts, NVLink domain sizes) live in
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from ..errors import ConfigError
 from ..precision import NAMES, RECIPES, Precision, precision_of
@@ -59,6 +59,11 @@ class MoEConfig(Schema):
     # None = dropless; above num_experts/router_topk nothing is ever dropped.
     capacity_factor: Capacity | None = None
     max_nodes_per_token: PositiveInt | None = None  # DeepSeek-V3 node-limited routing
+    # Megatron-Core --moe-router-num-groups / --moe-router-group-topk: group-limited
+    # routing (experts in equal groups of consecutive experts; a token picks its top-k
+    # inside group_topk selected groups). Shapes the DeepEP volume (workload/moe/dispatch.py).
+    router_num_groups: PositiveInt | None = None
+    router_group_topk: PositiveInt | None = None
     router_load: Literal["uniform", "skewed", "trace"] = "uniform"
     router_skew: Skew = 0.0  # log-normal sigma; real routers: 0-3
     router_trace: str | None = None
@@ -87,6 +92,7 @@ class MoEConfig(Schema):
         if self.router_topk > self.num_experts:
             raise ConfigError("model.moe.router_topk", self.router_topk,
                               f"must be at most num_experts ({self.num_experts})")
+        self._check_groups()
         if self.router_load == "trace" and not self.router_trace:
             raise ConfigError("model.moe.router_trace", None,
                               "a CSV path is required when router_load is 'trace'")
@@ -94,6 +100,32 @@ class MoEConfig(Schema):
             raise ConfigError("model.moe.pad_expert_input_to_capacity", True,
                               "needs model.moe.capacity_factor (Megatron-Core: padding is to "
                               "the expert capacity)")
+
+
+    def _check_groups(self) -> None:
+        n, g = self.router_num_groups, self.router_group_topk
+        if (n is None) != (g is None):
+            field = "model.moe.router_group_topk" if n is not None else \
+                "model.moe.router_num_groups"
+            raise ConfigError(field, None, "router_num_groups and router_group_topk are set "
+                              "together (Megatron-Core group-limited routing)")
+        if n is None:
+            return
+        if self.max_nodes_per_token is not None:
+            raise ConfigError("model.moe.max_nodes_per_token", self.max_nodes_per_token,
+                              "set either it or router_num_groups / router_group_topk "
+                              "(node-limited routing is group-limited routing with one group "
+                              "per node)")
+        if self.num_experts % n:
+            raise ConfigError("model.moe.router_num_groups", n,
+                              f"must divide num_experts ({self.num_experts})")
+        if g > n:
+            raise ConfigError("model.moe.router_group_topk", g,
+                              f"must be at most router_num_groups ({n})")
+        if self.router_topk > g * (self.num_experts // n):
+            raise ConfigError("model.moe.router_topk", self.router_topk,
+                              f"must be at most the experts of the selected groups "
+                              f"(router_group_topk {g} x {self.num_experts // n} per group)")
 
 
 class ModelConfig(Schema):
@@ -351,6 +383,10 @@ class TrainingConfig(Schema):
     # torch.compile on (true): elementwise ops fused, the profile's eager byte factors not
     # applied; None / false: the profile as stated.
     torch_compile: bool | None = None
+    # The run's own values of its stack profile where they differ from the profile and
+    # its release ("section.key" -> value, e.g. {"fsdp.reshard_after_forward": false}):
+    # what a recipe configured (simulator/config/stacks.py run_stack). Empty: the profile.
+    stack_settings: dict[str, Any] = Field(default_factory=dict)
 
     @check
     def _check(self) -> None:
@@ -404,9 +440,12 @@ class TrainingConfig(Schema):
                                   "needs data_parallel_sharding_strategy: optim_grads_params "
                                   "(Megatron-FSDP's HFSDP rule)")
         if self.use_megatron_fsdp and self.use_precision_aware_optimizer:
-            raise ConfigError("training.use_precision_aware_optimizer", True,
-                              "cannot be combined with use_megatron_fsdp (Megatron-Bridge "
-                              "turns it off under Megatron-FSDP)")
+            from .stacks import run_stack  # lazy: stacks -> loader -> this module
+            if run_stack(self).fsdp_impl == "megatron_fsdp":
+                raise ConfigError("training.use_precision_aware_optimizer", True,
+                                  "cannot be combined with use_megatron_fsdp (Megatron-Bridge "
+                                  "turns it off under Megatron-FSDP); another stack's FSDP "
+                                  "(training.stack) may keep low-precision states")
 
     def _check_recompute(self) -> None:
         g = self.recompute_granularity

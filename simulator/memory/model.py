@@ -32,7 +32,8 @@ from ..errors import ConfigError
 from ..hardware import Topology
 from ..moe import is_moe_layer
 from ..schedules import schedule_of
-from ..shape.params import layer_params, stage_layer_indices, stage_tables
+from ..shape.params import (expert_data_parallel, layer_params, stage_layer_indices,
+                            stage_tables)
 from ..shape.partition import Partition
 from ..shape.plan_shape import PlanShape, local_seq, plan_shape
 from .activations import BYTES_16, moe_load
@@ -161,24 +162,27 @@ def comm_buffer_bytes(w: Workload, expert_load_factor: float | None = None) -> f
     return total
 
 
-def fsdp_unit_bytes(w: Workload, staged_params: float) -> float:
+def fsdp_unit_bytes(w: Workload, staged_params: float,
+                    grad_params: float | None = None) -> float:
     """Megatron-FSDP's unsharded staging of two units of ``staged_params`` parameters in all
     (:func:`fsdp_staged_params`), bytes: with sharded weights (ZeRO-3) the gathered weights
     of the unit in use and of the one prefetched, with their FP8 casts in FP8 training;
     with sharded gradients (ZeRO-2/3) the full gradients of the unit being reduce-scattered
     and of the one being produced (Megatron-Core ``fsdp_double_buffer``). Zero without
-    them."""
+    them. ``grad_params``: the parameters whose gradients are staged where they differ
+    from the weights held (a stack that keeps the forward's weights, below)."""
     tr = w.training
-    per = 0.0
+    out = 0.0
     if tr.params_sharded:
-        per += weight_bytes(tr) + (FP8_BYTES if tr.precision_type.scaled
-                                   and not tr.fp8_param_gather else 0.0)
+        out += staged_params * (weight_bytes(tr) + (FP8_BYTES if tr.precision_type.scaled
+                                                    and not tr.fp8_param_gather else 0.0))
     if tr.grads_sharded:
-        per += grad_bytes(tr)
-    return staged_params * per
+        out += (staged_params if grad_params is None else grad_params) * grad_bytes(tr)
+    return out
 
 
-def fsdp_staged_params(w: Workload, partition: Partition, stage: int) -> float:
+def fsdp_staged_params(w: Workload, partition: Partition, stage: int,
+                       gradients: bool = False) -> float:
     """Parameters of the two FSDP units a GPU of ``stage`` holds unsharded at its peak: its
     largest decoder layer and the larger of another such layer and the embedding or output
     table next to it (Megatron-FSDP's units are the decoder layers, and the embedding and
@@ -189,14 +193,20 @@ def fsdp_staged_params(w: Workload, partition: Partition, stage: int) -> float:
     Other stacks (``training.stack``, stacks/*.yaml ``fsdp``): the unit in use plus
     ``prefetch_depth`` prefetched ones, each ``1/units_per_layer`` of a layer (DeepSpeed
     ZeRO-3 gathers per submodule); without ``reshard_after_forward`` every unit gathered in
-    the forward stays until its backward, so the whole stage is held unsharded."""
+    the forward stays until its backward, so the whole stage's weights are held unsharded
+    (expert weights only where expert data parallelism shards them: with one expert-DP
+    rank they are the GPU's own and never gathered, as NeMo AutoModel leaves EP-sharded
+    experts out of FSDP), while its gradients (``gradients``) are still produced and
+    reduce-scattered a unit at a time."""
     ids = stage_layer_indices(partition, stage)
     moe = w.model.moe
     stack = run_stack(w.training)
     tables = stage_tables(w, partition, stage)
-    if not stack.reshard_after_forward:
-        return sum(layer_params(w, moe is not None and is_moe_layer(moe, i)).total
-                   for i in ids) + sum(tables)
+    if not stack.reshard_after_forward and not gradients:
+        sharded = moe is not None and expert_data_parallel(w) > 1
+        return sum(lp.dense + (lp.expert if sharded else 0.0) for lp in
+                   (layer_params(w, moe is not None and is_moe_layer(moe, i)) for i in ids)) \
+            + sum(tables)
     kinds = {moe is not None and is_moe_layer(moe, i) for i in ids}  # dense and/or MoE
     largest = max((layer_params(w, routed).total for routed in kinds), default=0.0)
     largest /= stack.fsdp_units_per_layer
@@ -247,7 +257,8 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | PlanShap
             gradients=_split(grads, sp, g_shard),
             optimizer=_split(optim, sp, o_shard),
             activations=acts.device,
-            comm_buffers=comm + (fsdp_unit_bytes(w, fsdp_staged_params(w, partition, stage))
+            comm_buffers=comm + (fsdp_unit_bytes(w, fsdp_staged_params(w, partition, stage),
+                                                 fsdp_staged_params(w, partition, stage, True))
                                  if tr.grads_sharded else 0.0),
             framework=topo.gpu.framework_memory_bytes,
             offloaded=acts.host,

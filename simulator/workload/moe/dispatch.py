@@ -15,7 +15,9 @@
   hierarchical. A token crosses the inter-node network once per distinct remote
   node it needs (RDMA to the same-index GPU there) and is forwarded over NVLink
   inside that node; node-limited routing (``max_nodes_per_token``) bounds the
-  remote nodes (:func:`simulator.moe.alltoall_bytes` with ``ranks_per_node``).
+  remote nodes (:func:`simulator.moe.alltoall_bytes` with ``ranks_per_node``), and
+  group-limited routing (``router_num_groups`` / ``router_group_topk``) the ranks and
+  nodes a token's experts can sit on (:func:`group_hits`).
   NVLink and RDMA run concurrently; each tier runs at its ``deepep_efficiency``
   (fitted to DeepEP's README tables, topology ``sources``).
 
@@ -40,9 +42,11 @@ class Dispatcher:
     """Dispatch / combine seconds of one MoE layer, per router draw."""
 
     def __init__(self, kind: str, place: Placement, topo: Topology, ep: int, tokens: int,
-                 hidden: int, max_nodes: int | None):
+                 hidden: int, max_nodes: int | None,
+                 groups: tuple[int, int, int] | None = None):
         self.kind, self.place, self.topo = kind, place, topo
         self.ep, self.tokens, self.h, self.max_nodes = ep, tokens, hidden, max_nodes
+        self.groups = groups  # (num_experts, router_num_groups, router_group_topk)
         # GPUs of one EP group that share a scale-up (NVLink) domain.
         self.local = max(1, min(ep, place.local))
 
@@ -60,7 +64,8 @@ class Dispatcher:
                     np.full(n, self._reduce_scatter(combine_elem)))
         if self.kind == "flex":
             share, kept = rows.rank_shares(self.ep)
-            nvl, rdma = deepep_tokens(share, rows.topk, self.local, self.max_nodes)
+            nvl, rdma = deepep_tokens(share, rows.topk, self.local, self.max_nodes,
+                                      self.groups)
             scale = self.tokens * kept * self.h
             nvl, rdma = nvl.max(axis=-1) * scale, rdma.max(axis=-1) * scale
             return self._deepep(nvl, rdma, dispatch_elem), self._deepep(nvl, rdma, combine_elem)
@@ -130,7 +135,8 @@ _VOLUMES: WeakKeyDictionary[LoadRows, dict[tuple, tuple[np.ndarray, np.ndarray]]
     WeakKeyDictionary()
 
 
-def deepep_tokens(share: np.ndarray, topk: int, local: int, max_nodes: int | None
+def deepep_tokens(share: np.ndarray, topk: int, local: int, max_nodes: int | None,
+                  groups: tuple[int, int, int] | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
     """DeepEP token copies per source token, per rank: ``(nvlink, rdma)`` ``[ep]``.
 
@@ -140,7 +146,9 @@ def deepep_tokens(share: np.ndarray, topk: int, local: int, max_nodes: int | Non
     DeepSeek-V3 sec. 3.2.2. With independent top-k picks and rank shares ``q_r``, rank
     ``r`` is hit with probability ``1 - (1 - q_r)^k`` and node ``n`` with ``1 - (1 -
     Q_n)^k``; node-limited routing scales both so a token hits at most
-    ``max_nodes`` nodes. Rank ``i`` of node ``a`` sends over RDMA one copy per hit
+    ``max_nodes`` nodes; group-limited routing (``groups`` = ``(num_experts,
+    router_num_groups, router_group_topk)``) gives the hits of :func:`group_hits`.
+    Rank ``i`` of node ``a`` sends over RDMA one copy per hit
     remote node, ``sum_{n != a} hit_n``, and over NVLink its own copies to the hit
     peers of its node plus the forwarded copies of the ``N - 1`` remote senders,
     ``N * sum_{r in a, r != i} hit_r`` (same routing distribution for every source).
@@ -149,8 +157,15 @@ def deepep_tokens(share: np.ndarray, topk: int, local: int, max_nodes: int | Non
     ep = share.shape[-1]
     local = max(1, min(local, ep))
     nodes = ep // local
-    hit_r = 1.0 - (1.0 - share) ** topk
-    hit_n = 1.0 - (1.0 - share.reshape(*lead, nodes, local).sum(axis=-1)) ** topk
+    node_share = share.reshape(*lead, nodes, local).sum(axis=-1)
+    if groups is None:
+        hit_r = 1.0 - (1.0 - share) ** topk
+        hit_n = 1.0 - (1.0 - node_share) ** topk
+    else:  # (a single group limits nothing: ``groups`` is then None, layer.py)
+        experts = groups[0]
+        hit_r = group_hits(share, experts // ep, groups, topk)
+        hit_n = group_hits(node_share, experts // nodes, groups, topk,
+                           parts=hit_r.reshape(*lead, nodes, local))
     if max_nodes is not None:
         total = hit_n.sum(axis=-1, keepdims=True)
         scale = np.where(total > max_nodes, max_nodes / np.maximum(total, max_nodes), 1.0)
@@ -160,6 +175,62 @@ def deepep_tokens(share: np.ndarray, topk: int, local: int, max_nodes: int | Non
     nvl = nodes * peers
     rdma = hit_n.sum(axis=-1, keepdims=True) - hit_n[..., node_of]
     return nvl, rdma
+
+
+def _missed(share: np.ndarray, count: int, draws: float) -> np.ndarray:
+    """Probability that ``draws`` picks without replacement from ``count`` equal items
+    all miss a set holding ``share`` of them: ``prod_i (N - N s - i) / (N - i)``, exact
+    for a whole number of items and picks (C(N - m, d) / C(N, d)); load shares stand in
+    for item counts, and a fractional last pick counts by its fraction."""
+    if draws >= count:  # every item drawn
+        return np.where(share > 0, 0.0, 1.0)
+    n = float(count)
+    out = np.ones_like(share)
+    i = 0
+    while i < draws and i < count:
+        weight = min(1.0, draws - i)
+        out = out * np.clip(1.0 - weight * n * share / (n - i), 0.0, 1.0)
+        i += 1
+    return out
+
+
+def group_hits(share: np.ndarray, experts_per_unit: int, groups: tuple[int, int, int],
+               topk: int, parts: np.ndarray | None = None) -> np.ndarray:
+    """Probability that a token hits each unit (EP rank or node) under group-limited
+    routing, ``[..., U]`` from the units' load shares ``share`` ``[..., U]``.
+
+    Megatron-Core ``--moe-router-num-groups N`` / ``--moe-router-group-topk G``
+    (``megatron/core/transformer/moe/moe_utils.py`` ``group_limited_topk``): the experts
+    are split into ``N`` equal groups of consecutive experts, a token first selects
+    ``G`` groups, then its top-k experts inside them (on average ``k / G`` per group).
+    Device-limited routing sets ``N`` to the EP size, node-limited to the nodes
+    (DeepSeek-V3 sec. 2.1.2: at most M = 4 nodes). Two layouts are exact:
+
+    * a unit holds whole groups: it is hit when one of its groups is among the ``G``
+      drawn without replacement from ``N`` (:func:`_missed`);
+    * a group spans whole units: a unit is hit when its group is selected and one of the
+      group's ``k / G`` distinct experts is on it (both draws by :func:`_missed`).
+
+    Otherwise (a node that cuts through groups) ``parts`` (the hits of its ranks,
+    ``[..., U, r]``) are combined as independent, ``1 - prod (1 - hit)``.
+    Dimensionless probabilities.
+    """
+    experts, num_groups, group_topk = groups
+    size = experts // num_groups  # experts per group
+    if experts_per_unit % size == 0:
+        return 1.0 - _missed(share, num_groups, group_topk)
+    if size % experts_per_unit == 0:
+        span = size // experts_per_unit  # units per group
+        lead, units = share.shape[:-1], share.shape[-1]
+        q_group = share.reshape(*lead, units // span, span).sum(axis=-1)
+        picked = 1.0 - _missed(q_group, num_groups, group_topk)
+        q_group = np.repeat(q_group, span, axis=-1)
+        within = np.divide(share, q_group, out=np.zeros_like(share), where=q_group > 0)
+        return np.repeat(picked, span, axis=-1) * (1.0 - _missed(within, size,
+                                                                  topk / group_topk))
+    if parts is None:
+        raise ValueError("group_hits: groups and units do not nest and no parts are given")
+    return 1.0 - np.prod(1.0 - parts, axis=-1)
 
 
 def deepep_bandwidth(ep: int, local: int, topk: int, max_nodes: int | None,

@@ -129,8 +129,10 @@ class MoECost:
 
     def _dispatcher(self) -> Dispatcher:
         moe = self.moe
+        groups = None if (moe.router_num_groups or 1) == 1 else \
+            (moe.num_experts, moe.router_num_groups, moe.router_group_topk)
         return Dispatcher(moe.token_dispatcher_type, self._place, self.topo, self.ep,
-                          self.tokens, self.h, moe.max_nodes_per_token)
+                          self.tokens, self.h, moe.max_nodes_per_token, groups)
 
     @property
     def table(self) -> DrawTable:
