@@ -55,8 +55,6 @@ from .predict import predict
 from .report import write_atomic
 
 NOT_CASE_DIRS = ("schedules", "step_spread", "collectives")  # not step-time runs
-# Until every case names training.stack: groups of another stack, by id prefix.
-STACK_BY_PREFIX = {"automodel-": "automodel"}
 
 
 def external_dirs(root: Path = DEFAULT_DIR) -> list[Path]:
@@ -66,11 +64,8 @@ def external_dirs(root: Path = DEFAULT_DIR) -> list[Path]:
 
 
 def stack_of(case: Case, workload) -> str:
-    s = getattr(workload.training, "stack", None)
-    if s:
-        return str(s)
-    return next((v for k, v in STACK_BY_PREFIX.items() if case.group.startswith(k)),
-                DEFAULT_STACK)
+    """The case's ``training.stack`` (every run of another stack names its own)."""
+    return str(getattr(workload.training, "stack", None) or DEFAULT_STACK)
 
 
 def describe(case: Case) -> dict:
