@@ -5,7 +5,8 @@ DeepEP efficiencies, the size curve's half-bandwidth point, oversubscription, pe
 latency) and the GPU's HBM and host-link bandwidths and launch latencies are moved one
 at a time in the faster direction, and all at once by random factors (hypothesis), on
 shipped workloads and topologies with plans that exercise TP / EP / PP / CP, DualPipe-V,
-recompute (full, MoE-only), CUDA graphs and host-bound MoE layers. The step (expected and
+recompute (full, MoE-only), CUDA graphs, host-bound MoE layers, DeepEP under group-limited
+routing and an FSDP2 stack that keeps its gathered weights. The step (expected and
 ideal) must not grow.
 """
 
@@ -37,6 +38,12 @@ CASES = [
                                  "parallelism.virtual_pipeline": None}),
     ("deepseek-v3", "gb300-nvl72", {"training.recompute": "selective",
                                     "training.recompute_modules": ["moe"]}),
+    # DeepEP under group-limited routing; an FSDP2 stack that keeps the forward's weights
+    ("mixtral-8x7b", "dgx-h100", {"model.moe.token_dispatcher_type": "flex",
+                                  "model.moe.router_num_groups": 4,
+                                  "model.moe.router_group_topk": 1}),
+    ("llama3-8b", "dgx-h100", {"training.stack": "torchtitan", "training.use_megatron_fsdp": True,
+                               "training.stack_settings": {"fsdp.reshard_after_forward": False}}),
 ]
 
 UP = ("bandwidth_GBps", "nvls_busbw_GBps", "efficiency", "alltoall_efficiency",

@@ -305,3 +305,70 @@ def test_deepspeed_pipeline_sends_block_the_sender():
     assert step > 0 and np.allclose(fwd[1:], step) and np.allclose(fwd[0], 0.0)
     assert np.allclose(bwd[:3], step) and np.allclose(bwd[3], 0.0)
     assert dr.step_time_s > mr.step_time_s
+
+
+def test_a_run_sets_its_own_profile_values():
+    """training.stack_settings: the recipe's values win over the profile and its release;
+    keys and types are checked and errors name the run's field."""
+    base = dict(FSDP, **{"training.stack": "nemo-automodel",
+                         "training.stack_release": "AutoModel 2026-04"})
+    own = dict(base, **{"training.stack_settings": {
+        "fsdp.reshard_after_forward": False, "fsdp.reduce_dtype": "fp32",
+        "launch.elementwise_bytes_factor": {"rotary": 7.0}}})
+    w0, w1 = resolve("llama3-8b", "dgx-h100", base)[0], resolve("llama3-8b", "dgx-h100", own)[0]
+    s0, s1 = run_stack(w0.training), run_stack(w1.training)
+    assert (s0.reshard_after_forward, s0.reduce_dtype) == (True, "bf16")  # the release's
+    assert (s1.reshard_after_forward, s1.reduce_dtype) == (False, "fp32")  # the run's
+    assert s1.elementwise == {"rotary": 7.0} and "input_layernorm" in s0.elementwise
+    # kept weights: no backward re-gather (shorter step), the stage's weights held (memory)
+    t0 = simulate("llama3-8b", "dgx-h100", own, variability=False)
+    t1 = simulate("llama3-8b", "dgx-h100", dict(own, **{"training.stack_settings": {
+        "fsdp.reduce_dtype": "fp32", "launch.elementwise_bytes_factor": {"rotary": 7.0}}}),
+        variability=False)
+    assert t0.step_time_s < t1.step_time_s
+    assert t0.memory_breakdown_GB["comm_buffers"] > t1.memory_breakdown_GB["comm_buffers"]
+    for settings, field in [
+            ({"fsdp.reshard": False}, "training.stack_settings.fsdp.reshard"),
+            ({"fsdp.reshard_after_forward": "no"},
+             "training.stack_settings.fsdp.reshard_after_forward"),
+            ({"fsdp.prefetch_depth": 1.5}, "training.stack_settings.fsdp.prefetch_depth"),
+            ({"fsdp.units_per_layer": 0}, "training.stack_settings.fsdp.units_per_layer"),
+            ({"fsdp.reduce_dtype": "fp16"}, "training.stack_settings.fsdp.reduce_dtype"),
+            ({"launch.elementwise_bytes_factor": {"rotary": -1}},
+             "training.stack_settings.launch.elementwise_bytes_factor"),
+            ({"attention.family": "xformers"}, "training.stack_settings.attention.family")]:
+        with pytest.raises(ConfigError) as err:
+            w = resolve("llama3-8b", "dgx-h100", dict(base, **{
+                "training.stack_settings": settings}))[0]
+            run_stack(w.training)
+        assert err.value.field == field
+    # a value the profile's other values forbid: named as the run's settings
+    with pytest.raises(ConfigError, match="conflicts with the profile's"):
+        w = resolve("llama3-8b", "dgx-h100", dict(FSDP, **{
+            "training.stack": "torchtitan", "training.stack_settings": {"fp8.input_bytes": 0}}))[0]
+        run_stack(w.training)
+
+
+def test_kept_weights_hold_only_gathered_experts():
+    """Without reshard_after_forward the stage's gathered weights stay; expert weights with one
+    expert-data-parallel rank are the GPU's own (never gathered), and gradients still stage a
+    unit at a time."""
+    over = {"model.num_layers": 4, "model.moe.first_k_dense": 0, "parallelism.pipeline": 1,
+            "parallelism.virtual_pipeline": None, "parallelism.pipeline_schedule": "1f1b",
+            "parallelism.data": 8, "parallelism.expert": 8, "parallelism.tensor": 1,
+            "model.moe.max_nodes_per_token": None, "training.global_batch_size": 16,
+            "training.stack": "nemo-automodel", "training.use_megatron_fsdp": True,
+            "training.stack_settings": {"fsdp.reshard_after_forward": False}}
+    w = resolve("deepseek-v3", "dgx-h100", over)[0]
+    part = plan_shape(w).partition
+    held = fsdp_staged_params(w, part, 0)
+    lp = layer_params(w, True)
+    tables = sum(memory_model.stage_tables(w, part, 0))
+    assert held == pytest.approx(4 * lp.dense + tables)  # EP 8 of 8: no expert-DP sharding
+    w4 = resolve("deepseek-v3", "dgx-h100", dict(over, **{"parallelism.expert": 4}))[0]
+    lp4 = layer_params(w4, True)  # expert-DP 2: the experts are gathered too
+    assert fsdp_staged_params(w4, plan_shape(w4).partition, 0) == pytest.approx(
+        4 * lp4.total + tables)
+    two_units = fsdp_staged_params(w, part, 0, gradients=True)
+    assert two_units == pytest.approx(lp.total + max(lp.total, *memory_model.stage_tables(
+        w, part, 0)))

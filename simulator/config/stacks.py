@@ -109,14 +109,15 @@ def _value(doc: dict, section: str, key: str, default: Any) -> Any:
 
 _SECTIONS = ("attention", "context_parallel", "fsdp", "launch", "fp8", "pipeline", "moe")
 # Every key :func:`parse` reads, by section, with the type a run's setting must have
-# ("bool", "number", "name" (a string), "factors": {op name: number >= 0}).
+# ("bool", "number": 0..MAX_SETTING, "count": a whole number 0..MAX_COUNT, "units": 1..
+# MAX_COUNT, "name" (a string), "factors": {op name: number 0..MAX_SETTING}).
 KEYS: dict[str, dict[str, str]] = {
     "attention": {"family": "name"},
     "context_parallel": {"merge_overlapped": "bool"},
-    "fsdp": {"implementation": "name", "prefetch_depth": "number",
+    "fsdp": {"implementation": "name", "prefetch_depth": "count",
              "reshard_after_forward": "bool", "reduce_dtype": "name",
              "copy_bytes_per_param": "number", "reduce_copy_bytes_per_param": "number",
-             "units_per_layer": "number", "float8_all_gather": "bool"},
+             "units_per_layer": "units", "float8_all_gather": "bool"},
     "launch": {"elementwise_bytes_factor": "factors"},
     "fp8": {"input_bytes": "number", "norm_fused_input_bytes": "number",
             "grad_bytes": "number", "weight_bytes": "number", "output_layer_fp8": "bool",
@@ -124,6 +125,8 @@ KEYS: dict[str, dict[str, str]] = {
     "pipeline": {"blocking_p2p": "bool"},
     "moe": {"probs_in_activation": "bool"},
 }
+MAX_SETTING = 1000.0  # bytes per element / parameter, or a bytes factor
+MAX_COUNT = 64
 
 
 def _check_sources(name: str, doc: dict) -> None:
@@ -258,15 +261,22 @@ def _check_setting(dotted: str, value: Any) -> None:
     if kind is None:
         known = ", ".join(f"{s}.{k}" for s, keys in KEYS.items() for k in keys)
         raise ConfigError(field, value, f"must be one of the profile keys: {known}")
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    ok = {"bool": isinstance(value, bool), "number": number and value >= 0,
+    def number(v: Any, low: float = 0.0, high: float = MAX_SETTING) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and low <= v <= high
+
+    def whole(v: Any, low: int) -> bool:
+        return number(v, low, MAX_COUNT) and float(v).is_integer()
+
+    ok = {"bool": isinstance(value, bool), "number": number(value),
+          "count": whole(value, 0), "units": whole(value, 1),
           "name": isinstance(value, str),
-          "factors": isinstance(value, dict) and all(
-              isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
-              for v in value.values())}[kind]
+          "factors": isinstance(value, dict) and all(number(v) for v in value.values())}[kind]
     if not ok:
-        allowed = {"bool": "true or false", "number": "a number >= 0", "name": "a name",
-                   "factors": "a mapping of op name to a number >= 0"}[kind]
+        allowed = {"bool": "true or false", "number": f"a number from 0 to {MAX_SETTING:g}",
+                   "count": f"a whole number from 0 to {MAX_COUNT}",
+                   "units": f"a whole number from 1 to {MAX_COUNT}", "name": "a name",
+                   "factors": f"a mapping of op name to a number from 0 to "
+                              f"{MAX_SETTING:g}"}[kind]
         raise ConfigError(field, value, f"must be {allowed}")
 
 
@@ -286,7 +296,9 @@ def _with_settings(name: str, release: str | None, settings: str) -> Stack:
         if dotted in values:
             raise ConfigError(f"training.stack_settings.{dotted}", values[dotted],
                               err.allowed) from None
-        raise
+        raise ConfigError("training.stack_settings", values,
+                          f"conflicts with the profile's {dotted} = {err.value!r}, which "
+                          f"{err.allowed}") from None
 
 
 def run_stack(training: Any) -> Stack:
