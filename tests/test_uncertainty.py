@@ -138,3 +138,21 @@ def test_uncertainty_module_is_cheap_to_import():
               if isinstance(n, ast.ImportFrom) and n.module}
     assert not names & {"pandas", "scipy", "simulator"}
     assert uncertainty.POOL.is_file()
+
+
+def test_a_stack_with_few_groups_keeps_the_stack_term():
+    """Two validated groups of a stack do not measure its offset: its plans borrow the whole
+    pool and are widened by the stack term, as an unseen stack's are; a stack with a stratum
+    of its own is not."""
+    pool = _pool([0.01 * (-1) ** i * i for i in range(12)])
+    two = pool + [_rec(0.12, "t0", stack="torchtitan"), _rec(0.10, "t1", stack="torchtitan")]
+    tt = Plan(**{**PLAN.__dict__, "stack": "torchtitan"})
+    _, q_none, _, _, n_none = band(pool, TERMS, tt)
+    _, q_two, _, _, n_two = band(two, TERMS, tt)
+    assert any("stack torchtitan not validated" in n for n in n_none)
+    assert any("stack torchtitan validated by 2 groups" in n for n in n_two)
+    z = 1.2815515655446004
+    q_pool = band(two, TERMS, PLAN)[1]  # the same pool, unwidened, for a megatron plan
+    assert q_two >= math.sqrt(q_pool ** 2 + (z * TERMS["stack"]) ** 2) - 1e-12
+    many = _pool([0.01 * (-1) ** i * i for i in range(12)], stack="torchtitan")
+    assert not any("stack" in n for n in band(many, TERMS, tt)[4])

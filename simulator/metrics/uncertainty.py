@@ -151,7 +151,14 @@ def _distance(recs: list[dict], plan: Plan, terms: dict[str, float]
               ) -> tuple[list[tuple[str, float]], float]:
     """(widening terms (why, sigma), GPU-count ratio beyond the validated range)."""
     out = []
-    for key, field in (("stack", "stack"), ("gpu", "gpu"), ("precision", "precision"),
+    # a stack validated by fewer groups than a stratum needs has no error of its own yet:
+    # its plans borrow the pool's errors and carry the stack term (the spread of other
+    # stacks' mean errors), as an unseen stack's do
+    seen = len(_groups([r for r in recs if r.get("stack") == plan.stack]))
+    if plan.stack and seen < MIN_GROUPS:
+        why = "not validated" if not seen else f"validated by {seen} group{'s' * (seen > 1)}"
+        out.append((f"stack {plan.stack} {why}", terms.get("stack", terms.get("plan", 0.0))))
+    for key, field in (("gpu", "gpu"), ("precision", "precision"),
                        ("dispatcher", "dispatcher"), ("schedule", "schedule")):
         value = getattr(plan, field)
         if value and not any(r.get(field) == value for r in recs):

@@ -158,8 +158,9 @@ def terms(records: list[dict], gpu: float) -> dict[str, float]:
     out = {"release": math.sqrt(sum(e * e for e in release) / n_rel) if n_rel else 0.0,
            "precision": _rms(prec), "scale": _rms(scale), "gpu": gpu,
            "plan": statistics.stdev(means) if len(means) > 1 else 0.0}
-    # a stack the pool has not seen: the spread of the other stacks' group means about 0 (bias
-    # included) where the pool holds runs of another stack; the largest other term otherwise
+    # a stack the pool has not validated (fewer groups than a stratum needs): the spread of
+    # the other stacks' group means about 0 (bias included) where the pool holds runs of
+    # another stack; the largest other term otherwise
     other = [m for g, m in zip(groups.values(), means, strict=True)
              if g[0].get("stack", DEFAULT_STACK) != DEFAULT_STACK]
     out["stack"] = (math.sqrt(statistics.fmean(m * m for m in other)) if len(other) >= 2
@@ -274,7 +275,8 @@ def _stack_note(pool: dict) -> str:
         return "`stack` is an assumption (the largest other term: fewer than two groups of " \
                "another stack in the pool)."
     return (f"`stack` is measured on the groups of {', '.join(others)} (RMS of their mean log "
-            "errors) and widens a plan of a stack the pool has not seen.")
+            "errors) and widens a plan of a stack with fewer validated groups than a stratum "
+            "needs.")
 
 
 def write(pool: dict, path: str | Path = POOL) -> None:
