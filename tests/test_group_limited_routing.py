@@ -101,6 +101,7 @@ QWEN3_MOE = {
     "model.moe.num_experts": 128, "model.moe.router_topk": 8, "model.moe.ffn_hidden_size": 768,
     "model.moe.first_k_dense": 0, "model.moe.token_dispatcher_type": "flex",
     "model.moe.max_nodes_per_token": None, "model.moe.shared_expert_ffn_hidden_size": 0,
+    "model.moe.router_num_groups": None, "model.moe.router_group_topk": None,
     "model.moe.router_load": "uniform",
     "parallelism.tensor": 1, "parallelism.pipeline": 1, "parallelism.data": 8,
     "parallelism.expert": 8, "parallelism.virtual_pipeline": None,

@@ -103,7 +103,7 @@ def test_deepseek_v3_maps_to_megatron_mla_names():
         "mtp_num_layers": 1, "seq_length": 4096}
     assert m["moe"] == {"num_experts": 256, "router_topk": 8, "ffn_hidden_size": 2048,
                         "shared_expert_ffn_hidden_size": 2048, "first_k_dense": 3,
-                        "layer_freq": 1, "max_nodes_per_token": 4}
+                        "layer_freq": 1, "router_num_groups": 8, "router_group_topk": 4}
 
 
 def test_deepseek_v3_loads_with_the_mla_schema():

@@ -31,7 +31,9 @@ MoE (Mixtral, Qwen2/3-MoE, DeepSeek-V3, GPT-OSS) maps to ``model.moe``:
 ``num_experts_per_tok`` -> ``router_topk``, ``moe_intermediate_size`` ->
 ``ffn_hidden_size``, shared experts -> ``shared_expert_ffn_hidden_size``,
 ``first_k_dense_replace`` -> ``first_k_dense``, ``decoder_sparse_step`` ->
-``layer_freq``, ``topk_group`` -> ``max_nodes_per_token``. DeepSeek-V3's Multi-head
+``layer_freq``, ``n_group`` / ``topk_group`` -> ``router_num_groups`` /
+``router_group_topk`` (Megatron-Core group-limited routing, as Megatron-Bridge's
+``model_bridge.py`` maps them; one group limits nothing and is left out). DeepSeek-V3's Multi-head
 Latent Attention maps to Megatron-Core's MLA arguments (``multi_latent_attention``,
 ``q_lora_rank``, ``kv_lora_rank``, ``qk_head_dim``, ``qk_pos_emb_head_dim``,
 ``v_head_dim``) and its multi-token prediction to ``mtp_num_layers``.
@@ -220,9 +222,10 @@ def _deepseek_v3(c: _Config) -> dict[str, Any]:
                         expert * c.int("n_shared_experts", 0, minimum=0),
                     "first_k_dense": c.int("first_k_dense_replace", 0, minimum=0),
                     "layer_freq": c.int("moe_layer_freq", 1)}
-    topk_group = c.int("topk_group", None)
-    if topk_group is not None and c.int("n_group", 1) > 1:
-        model["moe"]["max_nodes_per_token"] = topk_group
+    topk_group, n_group = c.int("topk_group", None), c.int("n_group", 1)
+    if topk_group is not None and n_group > 1:
+        model["moe"]["router_num_groups"] = n_group
+        model["moe"]["router_group_topk"] = topk_group
     return {k: v for k, v in model.items() if v is not None}
 
 
