@@ -145,9 +145,9 @@ def test_a_stack_with_few_groups_keeps_the_stack_term():
     pool and are widened by the stack term, as an unseen stack's are; a stack with a stratum
     of its own is not."""
     pool = _pool([0.01 * (-1) ** i * i for i in range(12)])
-    two = pool + [_rec(0.12, "t0", stack="torchtitan"), _rec(0.10, "t1", stack="torchtitan")]
+    two = [*pool, _rec(0.12, "t0", stack="torchtitan"), _rec(0.10, "t1", stack="torchtitan")]
     tt = Plan(**{**PLAN.__dict__, "stack": "torchtitan"})
-    _, q_none, _, _, n_none = band(pool, TERMS, tt)
+    n_none = band(pool, TERMS, tt)[4]
     _, q_two, _, _, n_two = band(two, TERMS, tt)
     assert any("stack torchtitan not validated" in n for n in n_none)
     assert any("stack torchtitan validated by 2 groups" in n for n in n_two)

@@ -18,8 +18,7 @@ accepted here would start there:
   needs fused (flash) attention;
 * experts: ``expert`` divides ``num_experts``, and ``expert * expert_tensor``
   divides ``tensor * context * data`` (Megatron-Core parallel folding,
-  Liu et al. 2025); ``expert_tensor`` divides the expert FFN width; a routing
-  group and one EP rank's experts nest (one divides the other);
+  Liu et al. 2025); ``expert_tensor`` divides the expert FFN width;
 * size: the engine replays every (stage, chunk, micro-batch) phase and every
   gradient bucket, so the number of phases (:data:`MAX_PHASES`) and the
   tokens per micro-batch are bounded.
@@ -161,12 +160,4 @@ def _check_experts(w: Workload) -> None:
                           f"tensor * context * data ({fold})")
     _divides("parallelism.expert_tensor", p.etp, m.moe.ffn_hidden_size or m.ffn,
              "the expert FFN width (model.moe.ffn_hidden_size)")
-    if m.moe.router_num_groups is not None:
-        size, per_rank = m.moe.num_experts // m.moe.router_num_groups, \
-            m.moe.num_experts // p.expert
-        if size % per_rank and per_rank % size:
-            raise ConfigError("model.moe.router_num_groups", m.moe.router_num_groups,
-                              f"its groups ({size} experts) and the experts of one EP rank "
-                              f"({per_rank}) must divide one another (group-limited routing "
-                              f"limits whole ranks or whole groups per rank)")
 

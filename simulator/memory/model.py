@@ -32,8 +32,7 @@ from ..errors import ConfigError
 from ..hardware import Topology
 from ..moe import is_moe_layer
 from ..schedules import schedule_of
-from ..shape.params import (expert_data_parallel, layer_params, stage_layer_indices,
-                            stage_tables)
+from ..shape.params import expert_data_parallel, layer_params, stage_layer_indices, stage_tables
 from ..shape.partition import Partition
 from ..shape.plan_shape import PlanShape, local_seq, plan_shape
 from .activations import BYTES_16, moe_load

@@ -28,6 +28,8 @@ backward exchange send bf16. Units: bytes, seconds.
 
 from __future__ import annotations
 
+import itertools
+import math
 from weakref import WeakKeyDictionary
 
 import numpy as np
@@ -164,8 +166,7 @@ def deepep_tokens(share: np.ndarray, topk: int, local: int, max_nodes: int | Non
     else:  # (a single group limits nothing: ``groups`` is then None, layer.py)
         experts = groups[0]
         hit_r = group_hits(share, experts // ep, groups, topk)
-        hit_n = group_hits(node_share, experts // nodes, groups, topk,
-                           parts=hit_r.reshape(*lead, nodes, local))
+        hit_n = group_hits(node_share, experts // nodes, groups, topk)
     if max_nodes is not None:
         total = hit_n.sum(axis=-1, keepdims=True)
         scale = np.where(total > max_nodes, max_nodes / np.maximum(total, max_nodes), 1.0)
@@ -195,7 +196,7 @@ def _missed(share: np.ndarray, count: int, draws: float) -> np.ndarray:
 
 
 def group_hits(share: np.ndarray, experts_per_unit: int, groups: tuple[int, int, int],
-               topk: int, parts: np.ndarray | None = None) -> np.ndarray:
+               topk: int) -> np.ndarray:
     """Probability that a token hits each unit (EP rank or node) under group-limited
     routing, ``[..., U]`` from the units' load shares ``share`` ``[..., U]``.
 
@@ -211,26 +212,56 @@ def group_hits(share: np.ndarray, experts_per_unit: int, groups: tuple[int, int,
     * a group spans whole units: a unit is hit when its group is selected and one of the
       group's ``k / G`` distinct experts is on it (both draws by :func:`_missed`).
 
-    Otherwise (a node that cuts through groups) ``parts`` (the hits of its ranks,
-    ``[..., U, r]``) are combined as independent, ``1 - prod (1 - hit)``.
-    Dimensionless probabilities.
+    Otherwise (groups and units cut each other: 8-expert groups over 12 experts a rank)
+    each (unit, group) overlap is hit as in the second case, with the unit's load spread
+    evenly over its experts; a unit's overlaps combine as exclusive events with one group
+    per token (their sum) and as independent ones otherwise. Dimensionless.
     """
     experts, num_groups, group_topk = groups
     size = experts // num_groups  # experts per group
+    picks = topk / group_topk
     if experts_per_unit % size == 0:
         return 1.0 - _missed(share, num_groups, group_topk)
+    lead, units = share.shape[:-1], share.shape[-1]
     if size % experts_per_unit == 0:
         span = size // experts_per_unit  # units per group
-        lead, units = share.shape[:-1], share.shape[-1]
         q_group = share.reshape(*lead, units // span, span).sum(axis=-1)
         picked = 1.0 - _missed(q_group, num_groups, group_topk)
         q_group = np.repeat(q_group, span, axis=-1)
         within = np.divide(share, q_group, out=np.zeros_like(share), where=q_group > 0)
-        return np.repeat(picked, span, axis=-1) * (1.0 - _missed(within, size,
-                                                                  topk / group_topk))
-    if parts is None:
-        raise ValueError("group_hits: groups and units do not nest and no parts are given")
-    return 1.0 - np.prod(1.0 - parts, axis=-1)
+        return np.repeat(picked, span, axis=-1) * (1.0 - _missed(within, size, picks))
+    first = np.arange(units)[:, None] * experts_per_unit
+    start = np.arange(num_groups)[None, :] * size
+    overlap = np.clip(np.minimum(first + experts_per_unit, start + size)
+                      - np.maximum(first, start), 0, None).astype(float)  # [U, N] experts
+    load = share[..., :, None] * overlap / experts_per_unit  # [..., U, N]
+    q_group = load.sum(axis=-2, keepdims=True)
+    picked = 1.0 - _missed(q_group, num_groups, group_topk)
+    within = np.divide(load, q_group, out=np.zeros_like(load), where=q_group > 0)
+    hit = picked * (1.0 - _missed(within, size, picks))  # [..., U, N]
+    if group_topk == 1:
+        return np.minimum(hit.sum(axis=-1), 1.0)
+    # G > 1: the selections are drawn without replacement, so a unit's groups are not
+    # independent: sum over which of them are selected (exactly the set S: C(N - m, G - |S|)
+    # / C(N, G) for a unit cutting m groups), each selected one missed with its own odds
+    given = 1.0 - _missed(within, size, picks)  # [..., U, N]: hit if that group is selected
+    out = np.empty_like(share)
+    for u in range(units):
+        cut = np.flatnonzero(overlap[u])
+        m = len(cut)
+        none = np.zeros(lead)
+        for chosen in itertools.product((False, True), repeat=m):
+            k = sum(chosen)
+            if not 0 <= group_topk - k <= num_groups - m:
+                continue
+            p = math.comb(num_groups - m, group_topk - k) / math.comb(num_groups, group_topk)
+            term = np.full(lead, p)
+            for j, sel in zip(cut, chosen, strict=True):
+                if sel:
+                    term = term * (1.0 - given[..., u, j])
+            none = none + term
+        out[..., u] = 1.0 - none
+    return out
 
 
 def deepep_bandwidth(ep: int, local: int, topk: int, max_nodes: int | None,
