@@ -28,6 +28,7 @@ present size.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 from pathlib import Path
@@ -72,7 +73,7 @@ def _fill(draw, out: dict, options: dict[str, list]) -> dict:
     for key, values in options.items():
         value = draw(st.sampled_from([ABSENT, *values]))
         if value is not ABSENT:
-            out[key] = value
+            out[key] = copy.deepcopy(value)  # mutations must not reach the shared option
     return out
 
 
@@ -80,7 +81,9 @@ MOE = {"router_topk": [1, 2, 4], "ffn_hidden_size": [8, 96],
        "shared_expert_ffn_hidden_size": [0, 32], "layer_freq": [1, 2], "first_k_dense": [0, 3],
        "capacity_factor": [None, 1.25], "router_load": ["uniform", "skewed", "trace"],
        "router_trace": ["no-such-trace.csv"], "max_nodes_per_token": [1, 4],
-       "router_skew": [0.0, 2.0], "balancing": ["none", "aux_loss", "aux_free_bias"]}
+       "router_skew": [0.0, 2.0], "balancing": ["none", "aux_loss", "aux_free_bias"],
+       "token_dispatcher_type": ["flex"], "router_num_groups": [1, 2, 4],
+       "router_group_topk": [1, 2]}
 MODEL = {"kv_channels": [8, 64], "ffn_hidden_size": [8, 96, 256],
          "gated_linear_unit": [True, False], "untie_embeddings_and_output_weights": [True]}
 PARALLEL = {"context": [1, 2, 4, 3], "context_parallel_algo": ["ring", "ulysses", "hybrid"],
@@ -97,7 +100,10 @@ TRAINING = {"micro_batch_size": [1, 2, 4], "recompute": ["selective", "full"],
             "keep_fp8_transpose_cache": [True], "cross_entropy_loss_fusion": [True],
             "cross_entropy_fusion_impl": ["te"],
             "num_distributed_optimizer_instances": [2, 4, 3],
-            "outer_dp_sharding_strategy": ["optim"]}
+            "outer_dp_sharding_strategy": ["optim"],
+            "stack": ["torchtitan", "nemo-automodel"],
+            "stack_settings": [{"fsdp.reshard_after_forward": False},
+                               {"launch.elementwise_bytes_factor": {"rotary": 7.0}}]}
 GPU = {"gemm_efficiency": [0.01, 1.0], "attention_efficiency": [0.01, 1.0],
        "memory_bandwidth_efficiency": [0.3, 1.0], "fp8_gemm_efficiency": [0.5],
        "gemm_half_dim": [0.0, 1e-6, 1000.0], "kernel_overhead_us": [0.0, 100.0],
@@ -167,7 +173,10 @@ def workload_doc(draw, valid: bool) -> dict:
             model["moe"]["router_topk"] = min(experts, model["moe"].get("router_topk", 2))
             if model["moe"].get("router_load") == "trace":
                 model["moe"]["router_load"] = "skewed"
+            _keep_groups_valid(model["moe"])
     par = draw(parallel_doc(valid, layers, heads, model.get("moe")))
+    if valid and "moe" in model and par.get("expert", 1) < 2:
+        model["moe"].pop("token_dispatcher_type", None)  # DeepEP needs EP >= 2
     training = _fill(draw, {}, TRAINING)
     if valid:
         training.pop("use_flash_attn", None)
@@ -179,6 +188,17 @@ def workload_doc(draw, valid: bool) -> dict:
     many = per_step * par["pipeline"] * draw(st.sampled_from([1, 2, 3]))
     training["global_batch_size"] = many if valid else draw(st.sampled_from([many, 1, 7]))
     return {"model": model, "parallelism": par, "training": training}
+
+
+def _keep_groups_valid(moe: dict) -> None:
+    """Group-limited routing as the schema accepts it: both fields, groups dividing the
+    experts, at most as many selected groups, enough experts in them, no node limit."""
+    n, g = moe.get("router_num_groups"), moe.get("router_group_topk")
+    experts, topk = moe["num_experts"], moe.get("router_topk", 2)
+    if n is None or g is None or experts % n or g > n or topk > g * (experts // n) \
+            or moe.get("max_nodes_per_token") is not None:
+        moe.pop("router_num_groups", None)
+        moe.pop("router_group_topk", None)
 
 
 def _keep_instances_valid(training: dict, par: dict) -> None:
