@@ -6,7 +6,8 @@ latency) and the GPU's HBM and host-link bandwidths and launch latencies are mov
 at a time in the faster direction, and all at once by random factors (hypothesis), on
 shipped workloads and topologies with plans that exercise TP / EP / PP / CP, DualPipe-V,
 recompute (full, MoE-only), CUDA graphs, host-bound MoE layers, DeepEP under group-limited
-routing and an FSDP2 stack that keeps its gathered weights. The step (expected and
+routing, an FSDP2 stack that keeps its gathered weights, and FSDP2 under PyTorch's pipelining
+(gradients reduce-scattered once per schedule). The step (expected and
 ideal) must not grow.
 """
 
@@ -44,6 +45,9 @@ CASES = [
                                   "model.moe.router_group_topk": 1}),
     ("llama3-8b", "dgx-h100", {"training.stack": "torchtitan", "training.use_megatron_fsdp": True,
                                "training.stack_settings": {"fsdp.reshard_after_forward": False}}),
+    ("llama3-8b", "dgx-h100", {"training.stack": "torchtitan", "training.use_megatron_fsdp": True,
+                               "parallelism.pipeline": 2, "parallelism.data": 2,
+                               "training.global_batch_size": 16}),
 ]
 
 UP = ("bandwidth_GBps", "nvls_busbw_GBps", "efficiency", "alltoall_efficiency",

@@ -372,3 +372,38 @@ def test_kept_weights_hold_only_gathered_experts():
     two_units = fsdp_staged_params(w, part, 0, gradients=True)
     assert two_units == pytest.approx(lp.total + max(lp.total, *memory_model.stage_tables(
         w, part, 0)))
+
+
+def test_pytorch_pipelining_syncs_fsdp_once_per_schedule():
+    """Under pipeline parallelism a stage of PyTorch's pipelining runs every backward with
+    FSDP2's gradient sync off and reduce-scatters after the last one, in line; weights kept
+    after the forward are gathered on the first forward only (stacks/torchtitan.yaml
+    fsdp.sync_once_per_schedule)."""
+    from simulator.workload.fsdp import _schedule_traffic, once_per_schedule
+    fwd = np.array([1.0, 1.0, 1.0, 0.0])
+    bwd = np.array([2.0, 2.0, 2.0, 0.0])
+    f, b = _schedule_traffic(fwd, bwd, n=4, gather=0.1, reduce=0.2, outer=0.0,
+                             copies=(0.0, 0.0, 0.05), keep=True, slowdown=0.0, depth=1)
+    assert f[0] > 0 and not f[1:].any()  # one gather, on the first forward
+    assert not b[:2].any() and b[2] == pytest.approx(4 * 0.2 + 0.05) and b[3] == 0
+    f2, b2 = _schedule_traffic(fwd, bwd, n=4, gather=0.1, reduce=0.2, outer=0.0,
+                               copies=(0.0, 0.0, 0.0), keep=False, slowdown=0.0, depth=1)
+    assert (f2[:3] > 0).all() and (b2[:2] > 0).all()  # resharded: every pass gathers
+    pp = dict(FSDP, **{"parallelism.pipeline": 2, "parallelism.data": 8,
+                       "training.stack": "torchtitan",
+                       "training.stack_settings": {"fsdp.reshard_after_forward": False}})
+    w = resolve("llama3-8b", "dgx-h100", pp)[0]
+    assert once_per_schedule(w, run_stack(w.training))
+    flat = resolve("llama3-8b", "dgx-h100", dict(pp, **{"parallelism.pipeline": 1,
+                                                         "parallelism.data": 16}))[0]
+    assert not once_per_schedule(flat, run_stack(flat.training))  # no schedule: per step
+    part = plan_shape(w).partition
+    # the stage's gradients accumulate unsharded until its last backward
+    assert fsdp_staged_params(w, part, 0, gradients=True) == pytest.approx(
+        fsdp_staged_params(w, part, 0))
+    per_mb = dict(pp, **{"training.stack_settings": {"fsdp.reshard_after_forward": False,
+                                                     "fsdp.sync_once_per_schedule": False}})
+    once_t = simulate("llama3-8b", "dgx-h100", pp, variability=False)
+    per_t = simulate("llama3-8b", "dgx-h100", per_mb, variability=False)
+    assert once_t.memory_breakdown_GB["comm_buffers"] > per_t.memory_breakdown_GB["comm_buffers"]
+    assert once_t.exposed_comm_s["dp"] != per_t.exposed_comm_s["dp"]

@@ -74,6 +74,9 @@ class Stack:
     fsdp_reduce_copy_bytes_per_param: float = 0.0  # HBM bytes of copy-in per reduced param
     fsdp_units_per_layer: int = 1  # separate gather / reduce units per decoder layer
     float8_all_gather: bool = False  # FP8 weights gathered at 1 B per parameter
+    # under pipeline parallelism: gradients reduce-scattered once per schedule, after the
+    # stage's last backward (PyTorch pipelining's no-sync backwards), not per micro-batch
+    sync_once_per_schedule: bool = False
     elementwise: dict[str, float] = field(default_factory=dict)  # op name -> bytes factor
     fp8_input_bytes: float | None = None  # None: Transformer Engine's (workload/fp8.py)
     fp8_norm_fused_input_bytes: float | None = None
@@ -117,7 +120,8 @@ KEYS: dict[str, dict[str, str]] = {
     "fsdp": {"implementation": "name", "prefetch_depth": "count",
              "reshard_after_forward": "bool", "reduce_dtype": "name",
              "copy_bytes_per_param": "number", "reduce_copy_bytes_per_param": "number",
-             "units_per_layer": "units", "float8_all_gather": "bool"},
+             "units_per_layer": "units", "float8_all_gather": "bool",
+             "sync_once_per_schedule": "bool"},
     "launch": {"elementwise_bytes_factor": "factors"},
     "fp8": {"input_bytes": "number", "norm_fused_input_bytes": "number",
             "grad_bytes": "number", "weight_bytes": "number", "output_layer_fp8": "bool",
@@ -190,6 +194,7 @@ def parse(name: str, doc: dict) -> Stack:
                                                       0.0)),
         fsdp_units_per_layer=max(1, int(_value(doc, "fsdp", "units_per_layer", 1))),
         float8_all_gather=bool(_value(doc, "fsdp", "float8_all_gather", False)),
+        sync_once_per_schedule=bool(_value(doc, "fsdp", "sync_once_per_schedule", False)),
         elementwise={k: float(v) for k, v in
                      (_value(doc, "launch", "elementwise_bytes_factor", {}) or {}).items()},
         fp8_input_bytes=fp8["input_bytes"], fp8_norm_fused_input_bytes=fp8[

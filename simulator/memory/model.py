@@ -196,12 +196,16 @@ def fsdp_staged_params(w: Workload, partition: Partition, stage: int,
     (expert weights only where expert data parallelism shards them: with one expert-DP
     rank they are the GPU's own and never gathered, as NeMo AutoModel leaves EP-sharded
     experts out of FSDP), while its gradients (``gradients``) are still produced and
-    reduce-scattered a unit at a time."""
+    reduce-scattered a unit at a time, except under a stack that syncs once per pipeline
+    schedule (``sync_once_per_schedule`` with pipeline parallelism: the stage's gradients
+    accumulate unsharded until its last backward)."""
     ids = stage_layer_indices(partition, stage)
     moe = w.model.moe
     stack = run_stack(w.training)
     tables = stage_tables(w, partition, stage)
-    if not stack.reshard_after_forward and not gradients:
+    whole = (not stack.reshard_after_forward and not gradients) or (
+        gradients and stack.sync_once_per_schedule and w.parallelism.pipeline > 1)
+    if whole:
         sharded = moe is not None and expert_data_parallel(w) > 1
         return sum(lp.dense + (lp.expert if sharded else 0.0) for lp in
                    (layer_params(w, moe is not None and is_moe_layer(moe, i)) for i in ids)) \

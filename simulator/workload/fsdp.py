@@ -42,7 +42,10 @@ latency); ``prefetch_depth`` 0 (no prefetch: every gather waits in line before i
 unit's compute, ``T' = L (a + x) + r``); ``reshard_after_forward`` false (the forward's
 gathered weights stay until the backward: no backward all-gather, more memory);
 ``reduce_dtype`` (FSDP2 in torchtitan reduce-scatters fp32 gradients, 4 B per element);
-FP8 all-gather (torchao float8 weights gathered at 1 B); and the copy kernels around the
+FP8 all-gather (torchao float8 weights gathered at 1 B); ``sync_once_per_schedule`` under
+pipeline parallelism (PyTorch pipelining: gradients accumulate unsharded over the
+schedule's micro-batches and are reduce-scattered after the last backward, in line; kept
+weights gathered once, :func:`_schedule_traffic`); and the copy kernels around the
 collectives on the compute stream (FSDP2's all-gather copy-out and reduce-scatter
 copy-in, ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``), costed as HBM
 traffic (:func:`simulator.compute.memory_time`) per gathered or reduced parameter.
@@ -149,9 +152,17 @@ def copy_kernels(w: Workload, topo: Topology, shape: PlanShape, stage: int, chun
     copy-out moves the gathered dtype: the profile's bytes per 16-bit parameter scale by
     :func:`gathered_bytes` over the 16-bit width (FP8 all-gather: half). Bytes -> s by
     :func:`simulator.compute.memory_time`."""
+    gather, regather, reduce = copy_parts(w, topo, shape, stage, chunk, stack)
+    return gather, regather + reduce
+
+
+def copy_parts(w: Workload, topo: Topology, shape: PlanShape, stage: int, chunk: int,
+               stack: Stack) -> tuple[float, float, float]:
+    """:func:`copy_kernels` apart: (forward copy-out, backward re-gather copy-out,
+    backward copy-in) seconds of one chunk and micro-batch."""
     tr = w.training
     if stack.fsdp_copy_bytes_per_param <= 0 and stack.fsdp_reduce_copy_bytes_per_param <= 0:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     sp = shape.params[stage]
     per_chunk = shape.partition.layers[stage]
     params = (sp.dense + sp.expert) * per_chunk[chunk] / max(1, sum(per_chunk))
@@ -162,7 +173,41 @@ def copy_kernels(w: Workload, topo: Topology, shape: PlanShape, stage: int, chun
     gather = stack.fsdp_copy_bytes_per_param * width * params if tr.params_sharded else 0.0
     regather = gather if stack.reshard_after_forward else 0.0
     reduce = stack.fsdp_reduce_copy_bytes_per_param * params
-    return memory_time(gather, topo.gpu), memory_time(regather + reduce, topo.gpu)
+    gpu = topo.gpu
+    return memory_time(gather, gpu), memory_time(regather, gpu), memory_time(reduce, gpu)
+
+
+def once_per_schedule(w: Workload, stack: Stack) -> bool:
+    """Whether the plan's FSDP syncs once per pipeline schedule (the stack's
+    ``sync_once_per_schedule`` under pipeline parallelism)."""
+    return stack.sync_once_per_schedule and w.parallelism.pipeline > 1
+
+
+def _schedule_traffic(fwd: np.ndarray, bwd: np.ndarray, n: int, gather: float, reduce: float,
+                      outer: float, copies: tuple[float, float, float], keep: bool,
+                      slowdown: float, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds FSDP adds to one chunk's forward and backward micro-batches when it syncs
+    once per pipeline schedule (PyTorch pipelining, ``torch/distributed/pipelining/stage.py``
+    ``backward_maybe_with_nosync``: every backward runs with ``set_requires_gradient_sync``
+    and ``set_reshard_after_backward`` off, and after the last one ``post_backward`` reduce-
+    scatters each parameter group and ``_root_post_backward_final_callback`` makes the
+    compute stream wait for them). Weights kept after the forward (``keep``) are gathered on
+    the chunk's first forward only; otherwise every forward and backward gathers them. The
+    reduce-scatters of all ``n`` units and their copy-in follow the last backward, in line."""
+    gcopy, rcopy, icopy = copies
+    f, b = np.zeros_like(fwd), np.zeros_like(bwd)
+    frun, brun = np.flatnonzero(fwd), np.flatnonzero(bwd)
+    if keep and frun.size:
+        i = frun[0]
+        f[i] = pipelined(fwd[i:i + 1] + gcopy, n, gather, 0.0, slowdown, depth)[0] + gcopy
+    elif not keep:
+        f = np.where(fwd > 0, pipelined(fwd + gcopy, n, gather, 0.0, slowdown, depth)
+                     + gcopy, 0.0)
+        b = np.where(bwd > 0, pipelined(bwd + rcopy, n, gather, 0.0, slowdown, depth)
+                     + rcopy, 0.0)
+    if brun.size:
+        b[brun[-1]] += n * (reduce + outer) + icopy
+    return f, b
 
 
 def add_fsdp_traffic(w: Workload, topo: Topology, shape: PlanShape,
@@ -180,10 +225,21 @@ def add_fsdp_traffic(w: Workload, topo: Topology, shape: PlanShape,
     slowdown = topo.gpu.comm_overlap_slowdown
     stack = run_stack(tr)
     depth = stack.prefetch_depth
+    once = once_per_schedule(w, stack)
     for s in range(fwd.shape[0]):
         for c in range(fwd.shape[1]):
             n = units(shape, s, c, stack.fsdp_units_per_layer)
             gather, reduce, outer = unit_collectives(w, topo, shape, groups, s, c)
+            if once:
+                f, b = _schedule_traffic(fwd[s, c], bwd[s, c], n, gather, reduce, outer,
+                                         copy_parts(w, topo, shape, s, c, stack),
+                                         not stack.reshard_after_forward, slowdown, depth)
+                fwd[s, c] += f
+                bwd[s, c] += b
+                added[0][s, c], added[1][s, c] = f, b
+                if totals is not None:
+                    totals[s]["dp"] = totals[s].get("dp", 0.0) + float(f.sum() + b.sum())
+                continue
             bgather = gather if stack.reshard_after_forward else 0.0
             fcopy, bcopy = copy_kernels(w, topo, shape, s, c, stack)
             f = pipelined(fwd[s, c] + fcopy, n, gather, 0.0, slowdown, depth)
