@@ -397,6 +397,9 @@ def test_pytorch_pipelining_syncs_fsdp_once_per_schedule():
     flat = resolve("llama3-8b", "dgx-h100", dict(pp, **{"parallelism.pipeline": 1,
                                                          "parallelism.data": 16}))[0]
     assert not once_per_schedule(flat, run_stack(flat.training))  # no schedule: per step
+    # torchtitan's "default" resharding: after the forward without PP, not under it
+    tt = load_stack("torchtitan")
+    assert tt.reshards(1) and not tt.reshards(2) and load_stack("megatron").reshards(2)
     part = plan_shape(w).partition
     # the stage's gradients accumulate unsharded until its last backward
     assert fsdp_staged_params(w, part, 0, gradients=True) == pytest.approx(

@@ -77,6 +77,9 @@ class Stack:
     # under pipeline parallelism: gradients reduce-scattered once per schedule, after the
     # stage's last backward (PyTorch pipelining's no-sync backwards), not per micro-batch
     sync_once_per_schedule: bool = False
+    # reshard_after_forward under pipeline parallelism where it differs (torchtitan's
+    # "default": not under PP); None: the same
+    reshard_after_forward_pp: bool | None = None
     elementwise: dict[str, float] = field(default_factory=dict)  # op name -> bytes factor
     fp8_input_bytes: float | None = None  # None: Transformer Engine's (workload/fp8.py)
     fp8_norm_fused_input_bytes: float | None = None
@@ -95,6 +98,13 @@ class Stack:
     # expert output for their gradient) instead of the expert output in the combine
     moe_probs_in_activation: bool = False
     efficiency: dict[str, float] = field(default_factory=dict)
+
+    def reshards(self, pipeline: int) -> bool:
+        """Whether gathered weights are freed after the forward, for a plan of ``pipeline``
+        stages (``reshard_after_forward``, or ``reshard_after_forward_pp`` under PP)."""
+        if pipeline > 1 and self.reshard_after_forward_pp is not None:
+            return self.reshard_after_forward_pp
+        return self.reshard_after_forward
 
     def attention_for(self, release: str | None) -> str:
         """The attention family of ``release`` (first matching prefix), else the default."""
@@ -121,7 +131,7 @@ KEYS: dict[str, dict[str, str]] = {
              "reshard_after_forward": "bool", "reduce_dtype": "name",
              "copy_bytes_per_param": "number", "reduce_copy_bytes_per_param": "number",
              "units_per_layer": "units", "float8_all_gather": "bool",
-             "sync_once_per_schedule": "bool"},
+             "sync_once_per_schedule": "bool", "reshard_after_forward_pp": "bool"},
     "launch": {"elementwise_bytes_factor": "factors"},
     "fp8": {"input_bytes": "number", "norm_fused_input_bytes": "number",
             "grad_bytes": "number", "weight_bytes": "number", "output_layer_fp8": "bool",
@@ -195,6 +205,9 @@ def parse(name: str, doc: dict) -> Stack:
         fsdp_units_per_layer=max(1, int(_value(doc, "fsdp", "units_per_layer", 1))),
         float8_all_gather=bool(_value(doc, "fsdp", "float8_all_gather", False)),
         sync_once_per_schedule=bool(_value(doc, "fsdp", "sync_once_per_schedule", False)),
+        reshard_after_forward_pp=_optional_bool(name, "fsdp", "reshard_after_forward_pp",
+                                                _value(doc, "fsdp", "reshard_after_forward_pp",
+                                                       None)),
         elementwise={k: float(v) for k, v in
                      (_value(doc, "launch", "elementwise_bytes_factor", {}) or {}).items()},
         fp8_input_bytes=fp8["input_bytes"], fp8_norm_fused_input_bytes=fp8[

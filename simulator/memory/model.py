@@ -203,7 +203,7 @@ def fsdp_staged_params(w: Workload, partition: Partition, stage: int,
     moe = w.model.moe
     stack = run_stack(w.training)
     tables = stage_tables(w, partition, stage)
-    whole = (not stack.reshard_after_forward and not gradients) or (
+    whole = (not stack.reshards(w.parallelism.pipeline) and not gradients) or (
         gradients and stack.sync_once_per_schedule and w.parallelism.pipeline > 1)
     if whole:
         sharded = moe is not None and expert_data_parallel(w) > 1

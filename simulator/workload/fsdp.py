@@ -171,7 +171,7 @@ def copy_parts(w: Workload, topo: Topology, shape: PlanShape, stage: int, chunk:
     # fsdp_pre_all_gather returns ``float8_tensor._data``), so half of them
     width = gathered_bytes(w, stack) / weight_bytes(tr)
     gather = stack.fsdp_copy_bytes_per_param * width * params if tr.params_sharded else 0.0
-    regather = gather if stack.reshard_after_forward else 0.0
+    regather = gather if stack.reshards(w.parallelism.pipeline) else 0.0
     reduce = stack.fsdp_reduce_copy_bytes_per_param * params
     gpu = topo.gpu
     return memory_time(gather, gpu), memory_time(regather, gpu), memory_time(reduce, gpu)
@@ -233,14 +233,15 @@ def add_fsdp_traffic(w: Workload, topo: Topology, shape: PlanShape,
             if once:
                 f, b = _schedule_traffic(fwd[s, c], bwd[s, c], n, gather, reduce, outer,
                                          copy_parts(w, topo, shape, s, c, stack),
-                                         not stack.reshard_after_forward, slowdown, depth)
+                                         not stack.reshards(w.parallelism.pipeline),
+                                         slowdown, depth)
                 fwd[s, c] += f
                 bwd[s, c] += b
                 added[0][s, c], added[1][s, c] = f, b
                 if totals is not None:
                     totals[s]["dp"] = totals[s].get("dp", 0.0) + float(f.sum() + b.sum())
                 continue
-            bgather = gather if stack.reshard_after_forward else 0.0
+            bgather = gather if stack.reshards(w.parallelism.pipeline) else 0.0
             fcopy, bcopy = copy_kernels(w, topo, shape, s, c, stack)
             f = pipelined(fwd[s, c] + fcopy, n, gather, 0.0, slowdown, depth)
             b = pipelined(bwd[s, c] + bcopy, n, bgather, reduce, slowdown, depth)
