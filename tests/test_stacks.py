@@ -410,3 +410,23 @@ def test_pytorch_pipelining_syncs_fsdp_once_per_schedule():
     per_t = simulate("llama3-8b", "dgx-h100", per_mb, variability=False)
     assert once_t.memory_breakdown_GB["comm_buffers"] > per_t.memory_breakdown_GB["comm_buffers"]
     assert once_t.exposed_comm_s["dp"] != per_t.exposed_comm_s["dp"]
+
+
+def test_every_profile_key_is_one_a_run_can_set():
+    """stacks.KEYS is the one list of what a profile can say: every shipped profile stays
+    inside it (a misspelt key would otherwise be read as its default, silently)."""
+    import yaml
+
+    from simulator.config.loader import shipped_dirs
+    from simulator.config.stacks import KEYS
+    for name in stack_names():
+        path = next(d / f"{name}.yaml" for d in shipped_dirs("stacks")
+                    if (d / f"{name}.yaml").is_file())
+        doc = yaml.safe_load(path.read_text())
+        for section in KEYS:
+            for key in doc.get(section) or {}:
+                assert key in KEYS[section], f"{name}: {section}.{key}"
+        for item in (doc.get("releases") or {}).values():
+            for dotted in item["value"]:
+                section, _, key = dotted.partition(".")
+                assert key in KEYS[section], f"{name} release: {dotted}"

@@ -120,12 +120,12 @@ def _value(doc: dict, section: str, key: str, default: Any) -> Any:
     return item["value"] if isinstance(item, dict) and "value" in item else item
 
 
-_SECTIONS = ("attention", "context_parallel", "fsdp", "launch", "fp8", "pipeline", "moe")
-# Every key :func:`parse` reads, by section, with the type a run's setting must have
+# Every key a profile may state, by section, with the type a run's setting must have
 # ("bool", "number": 0..MAX_SETTING, "count": a whole number 0..MAX_COUNT, "units": 1..
-# MAX_COUNT, "name" (a string), "factors": {op name: number 0..MAX_SETTING}).
+# MAX_COUNT, "name" (a string), "names": {name: name}, "factors": {op name: number
+# 0..MAX_SETTING}); tests/test_stacks.py holds every shipped profile to it.
 KEYS: dict[str, dict[str, str]] = {
-    "attention": {"family": "name"},
+    "attention": {"family": "name", "by_release": "names"},
     "context_parallel": {"merge_overlapped": "bool"},
     "fsdp": {"implementation": "name", "prefetch_depth": "count",
              "reshard_after_forward": "bool", "reduce_dtype": "name",
@@ -133,12 +133,13 @@ KEYS: dict[str, dict[str, str]] = {
              "units_per_layer": "units", "float8_all_gather": "bool",
              "sync_once_per_schedule": "bool", "reshard_after_forward_pp": "bool"},
     "launch": {"elementwise_bytes_factor": "factors"},
-    "fp8": {"input_bytes": "number", "norm_fused_input_bytes": "number",
+    "fp8": {"recipe": "name", "input_bytes": "number", "norm_fused_input_bytes": "number",
             "grad_bytes": "number", "weight_bytes": "number", "output_layer_fp8": "bool",
             "backward_transpose_bytes": "number", "weight_per_microbatch": "bool"},
     "pipeline": {"blocking_p2p": "bool"},
     "moe": {"probs_in_activation": "bool"},
 }
+_SECTIONS = tuple(KEYS)
 MAX_SETTING = 1000.0  # bytes per element / parameter, or a bytes factor
 MAX_COUNT = 64
 
@@ -248,10 +249,10 @@ def with_release(name: str, doc: dict, release: str | None) -> dict:
                               "must be {value: {section.key: value}, source: ...}")
         for dotted in item["value"]:
             section, _, key = str(dotted).partition(".")
-            if section not in _SECTIONS or not key:
+            if key not in KEYS.get(section, {}):
                 raise ConfigError(f"stacks/{name}.yaml releases.{prefix}", dotted,
-                                  f"must be section.key with section one of "
-                                  f"{', '.join(_SECTIONS)}")
+                                  f"must be section.key, one of the profile keys "
+                                  f"({', '.join(f'{s}.{k}' for s in KEYS for k in KEYS[s])})")
     for prefix, item in entries.items():
         if release and str(release).startswith(str(prefix)):
             out = copy.deepcopy(doc)
@@ -288,11 +289,14 @@ def _check_setting(dotted: str, value: Any) -> None:
     ok = {"bool": isinstance(value, bool), "number": number(value),
           "count": whole(value, 0), "units": whole(value, 1),
           "name": isinstance(value, str),
+          "names": isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                   for k, v in value.items()),
           "factors": isinstance(value, dict) and all(number(v) for v in value.values())}[kind]
     if not ok:
         allowed = {"bool": "true or false", "number": f"a number from 0 to {MAX_SETTING:g}",
                    "count": f"a whole number from 0 to {MAX_COUNT}",
                    "units": f"a whole number from 1 to {MAX_COUNT}", "name": "a name",
+                   "names": "a mapping of names to names",
                    "factors": f"a mapping of op name to a number from 0 to "
                               f"{MAX_SETTING:g}"}[kind]
         raise ConfigError(field, value, f"must be {allowed}")

@@ -214,8 +214,10 @@ def group_hits(share: np.ndarray, experts_per_unit: int, groups: tuple[int, int,
 
     Otherwise (groups and units cut each other: 8-expert groups over 12 experts a rank)
     each (unit, group) overlap is hit as in the second case, with the unit's load spread
-    evenly over its experts; a unit's overlaps combine as exclusive events with one group
-    per token (their sum) and as independent ones otherwise. Dimensionless.
+    evenly over its experts. With one group per token a unit's overlaps are exclusive
+    events (their sum); with ``G`` > 1 the sum runs over which of the unit's ``m`` groups
+    are selected (exactly the set ``S``: ``C(N - m, G - |S|) / C(N, G)``, as for balanced
+    groups). Dimensionless.
     """
     experts, num_groups, group_topk = groups
     size = experts // num_groups  # experts per group
@@ -236,15 +238,13 @@ def group_hits(share: np.ndarray, experts_per_unit: int, groups: tuple[int, int,
                       - np.maximum(first, start), 0, None).astype(float)  # [U, N] experts
     load = share[..., :, None] * overlap / experts_per_unit  # [..., U, N]
     q_group = load.sum(axis=-2, keepdims=True)
-    picked = 1.0 - _missed(q_group, num_groups, group_topk)
     within = np.divide(load, q_group, out=np.zeros_like(load), where=q_group > 0)
-    hit = picked * (1.0 - _missed(within, size, picks))  # [..., U, N]
-    if group_topk == 1:
-        return np.minimum(hit.sum(axis=-1), 1.0)
-    # G > 1: the selections are drawn without replacement, so a unit's groups are not
-    # independent: sum over which of them are selected (exactly the set S: C(N - m, G - |S|)
-    # / C(N, G) for a unit cutting m groups), each selected one missed with its own odds
     given = 1.0 - _missed(within, size, picks)  # [..., U, N]: hit if that group is selected
+    if group_topk == 1:
+        picked = 1.0 - _missed(q_group, num_groups, group_topk)
+        return np.minimum((picked * given).sum(axis=-1), 1.0)
+    # the selections are drawn without replacement, so a unit's groups are not
+    # independent: each selected set of them, each selected group missed with its own odds
     out = np.empty_like(share)
     for u in range(units):
         cut = np.flatnonzero(overlap[u])
