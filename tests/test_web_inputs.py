@@ -13,7 +13,7 @@ import pytest
 
 from simulator.cli.main import main
 from simulator.errors import ConfigError
-from simulator.web import compute
+from simulator.web import compute, inputs
 from simulator.web.inputs import resolve_request
 from simulator.web.pool import LRU, Busy, OverBudget, WorkerPool
 
@@ -98,6 +98,11 @@ def test_detail_has_stages_timeline_and_fields():
     assert d["fields"]["topology:tiers.1.bandwidth_GBps"] == 25
     assert "bandwidth_GBps: 25" in d["yaml"]["topology"]
     assert "tensor: 8" in d["yaml"]["workload"]
+    # the software stack is an editor field, offered from the shipped profiles
+    tt = compute.detail({"workload": "llama3-8b", "topology": "dgx-h100",
+                         "overrides": {"training.stack": "torchtitan"}})
+    assert tt["fields"]["training.stack"] == "torchtitan"
+    assert "torchtitan" in inputs.shipped()["stacks"]
 
 
 def test_lru_is_bounded_and_keeps_the_recent():

@@ -27,6 +27,7 @@ WORKLOAD_FIELDS = (
     "parallelism.sequence_parallel", "parallelism.pipeline_schedule",
     "training.micro_batch_size", "training.global_batch_size", "training.precision",
     "training.recompute", "model.seq_length", "model.moe.token_dispatcher_type",
+    "training.stack",
 )
 TOPOLOGY_FIELDS = ("tiers.0.bandwidth_GBps", "tiers.1.bandwidth_GBps")
 

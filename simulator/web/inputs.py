@@ -135,8 +135,10 @@ def resolve_one(kind: str, name: str, overrides: dict[str, Any]) -> Any:
 
 
 def shipped() -> dict[str, list[str]]:
-    """The names the page offers: shipped workloads and topologies, pipeline schedules."""
+    """The names the page offers: shipped workloads and topologies, pipeline schedules,
+    software-stack profiles."""
+    from ..config.stacks import stack_names
     from ..schedules import SCHEDULES
 
     return {"workloads": shipped_names("workloads"), "topologies": shipped_names("topologies"),
-            "schedules": sorted(SCHEDULES)}
+            "schedules": sorted(SCHEDULES), "stacks": stack_names()}

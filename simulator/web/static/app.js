@@ -555,6 +555,7 @@ async function start() {
     $(`#upload-${kind}`).addEventListener("change", (ev) => upload(kind, ev.target));
   }
   for (const s of shipped.schedules) $("#f-schedule").append(el("option", {value: s, text: s}));
+  for (const s of shipped.stacks || []) $("#f-stack").append(el("option", {value: s, text: s}));
   for (const input of fieldInputs()) input.addEventListener(input.tagName === "SELECT" ? "change" : "input", onFieldEdit);
   $("#editor").addEventListener("submit", (ev) => ev.preventDefault());
   $("#reset").addEventListener("click", () => { state.overrides = {}; state.topologyOverrides = {}; fieldInputs().forEach((i) => i.classList.remove("changed")); schedule(0); });
