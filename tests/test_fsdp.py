@@ -175,6 +175,11 @@ def test_cli_names_the_strategy_and_refuses_a_bad_one(capsys):
                  "training.data_parallel_sharding_strategy=zero3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "data_parallel_sharding_strategy" in err[0]
+    # another stack's FSDP is named as what it is, with the stack
+    assert main(["run", "llama3-8b", "-t", "dgx-h100", "--set", "training.stack=torchtitan",
+                 "--set", "training.use_megatron_fsdp=true"]) == 0
+    out = capsys.readouterr().out
+    assert "FSDP2 optim_grads_params, stack torchtitan" in out and "Megatron-FSDP" not in out
 
 
 def test_search_tries_megatron_fsdp_layouts_and_reproduces_them():

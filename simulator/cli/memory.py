@@ -10,6 +10,7 @@ import argparse
 import json
 
 from ..config import Workload, load_topology, load_workload
+from ..config.stacks import FSDP_NAMES, run_stack
 from ..hardware import Topology
 from ..memory import COMPONENTS, MemoryReport, estimate_memory
 from ..memory.model import capacity_text
@@ -74,7 +75,8 @@ def _states_line(w: Workload) -> str:
     text = (f"{tr.precision} compute, weights {weights}, grads "
             f"{'fp32' if tr.grads_in_fp32 else 'bf16'}, optimizer {optim} ({shard})")
     if tr.use_megatron_fsdp:
-        text += f", Megatron-FSDP {tr.sharding}" + (" (HSDP)" if k > 1 else "")
+        impl = FSDP_NAMES[run_stack(tr).fsdp_impl]
+        text += f", {impl} {tr.sharding}" + (" (HSDP)" if k > 1 else "")
     if tr.cpu_offloading:
         text += f", {tr.cpu_offloading_num_layers} layers' activations offloaded to host"
     return text

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..api import resolve
+from ..config.stacks import FSDP_NAMES
 from ..metrics import CAUSAL_GAP, Result
 from ..reliability.result import json_text, run_result
 from .common import (
@@ -83,6 +84,7 @@ def _instances(plan: dict) -> str:
     return f", {'HSDP' if plan.get('megatron_fsdp') else 'distributed optimizer'} in {k} instances"
 
 
+
 def format_table(r: Result) -> str:
     p = r.plan
     lines = [
@@ -91,7 +93,9 @@ def format_table(r: Result) -> str:
         + (f" VP{p['vp']}" if p["vp"] > 1 else "")
         + f", {p['schedule']}, MBS {p['mbs']}, GBS {p['gbs']} ({p['microbatches']} micro-batches)"
         f", recompute {p['recompute']}, {p['precision']}"
-        + (f", Megatron-FSDP {p['sharding']}" if p.get("megatron_fsdp") else "")
+        + (f", {FSDP_NAMES.get(p.get('fsdp') or 'megatron_fsdp', p.get('fsdp'))} {p['sharding']}"
+           if p.get("megatron_fsdp") else "")
+        + (f", stack {p['stack']}" if p.get("stack", "megatron") != "megatron" else "")
         + _instances(p),
         "",
         f"  step time          {r.step_time_s:10.3f} s{_band(r)}",

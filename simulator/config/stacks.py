@@ -57,6 +57,9 @@ from .loader import shipped_dirs, shipped_names
 DEFAULT = "megatron"
 FAMILIES = ("te", "fa2", "fa3", "cudnn")
 FSDP_IMPLS = ("megatron_fsdp", "fsdp2", "fsdp1", "zero3")
+# how reports name each implementation
+FSDP_NAMES = {"megatron_fsdp": "Megatron-FSDP", "fsdp2": "FSDP2", "fsdp1": "FSDP1",
+              "zero3": "ZeRO-3"}
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config.stacks import run_stack
 from ..config.workload import Workload
 from ..engine import EngineResult
 from ..hardware import Topology
@@ -135,6 +136,7 @@ def _plan_dict(plan: Plan) -> dict[str, Any]:
         "precision": tr.precision, "layers_per_stage": [sum(x) for x in plan.partition.layers],
         "sharding": tr.sharding, "megatron_fsdp": tr.use_megatron_fsdp,
         "optimizer_instances": tr.num_distributed_optimizer_instances,
+        "stack": tr.stack, "fsdp": run_stack(tr).fsdp_impl if tr.use_megatron_fsdp else None,
     }
 
 
