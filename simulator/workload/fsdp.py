@@ -183,6 +183,27 @@ def once_per_schedule(w: Workload, stack: Stack) -> bool:
     return stack.sync_once_per_schedule and w.parallelism.pipeline > 1
 
 
+def _microbatch_traffic(fwd: np.ndarray, bwd: np.ndarray, n: int, gather: float,
+                        reduce: float, outer: float, copies: tuple[float, float], keep: bool,
+                        slowdown: float, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds FSDP adds to one chunk's forward and backward micro-batches when every
+    micro-batch gathers (forward, and backward unless the weights were ``keep``-t) and
+    reduce-scatters (backward), pipelined with the units' compute (:func:`pipelined`); under
+    HSDP the chunk's last backward also reduces across the instances (``outer``)."""
+    fcopy, bcopy = copies
+    bgather = 0.0 if keep else gather
+    f = pipelined(fwd + fcopy, n, gather, 0.0, slowdown, depth)
+    b = pipelined(bwd + bcopy, n, bgather, reduce, slowdown, depth)
+    f = np.where(fwd > 0, f + fcopy, 0.0)
+    b = np.where(bwd > 0, b + bcopy, 0.0)
+    runs = np.flatnonzero(bwd)
+    if outer > 0 and runs.size:  # HSDP: the chunk's last backward also reduces outer
+        last = runs[-1]
+        b[last] = bcopy + pipelined(bwd[last:last + 1] + bcopy, n, bgather, reduce + outer,
+                                    slowdown, depth)[0]
+    return f, b
+
+
 def _schedule_traffic(fwd: np.ndarray, bwd: np.ndarray, n: int, gather: float, reduce: float,
                       outer: float, copies: tuple[float, float, float], keep: bool,
                       slowdown: float, depth: int) -> tuple[np.ndarray, np.ndarray]:
@@ -230,28 +251,15 @@ def add_fsdp_traffic(w: Workload, topo: Topology, shape: PlanShape,
         for c in range(fwd.shape[1]):
             n = units(shape, s, c, stack.fsdp_units_per_layer)
             gather, reduce, outer = unit_collectives(w, topo, shape, groups, s, c)
+            keep = not stack.reshards(w.parallelism.pipeline)
             if once:
                 f, b = _schedule_traffic(fwd[s, c], bwd[s, c], n, gather, reduce, outer,
-                                         copy_parts(w, topo, shape, s, c, stack),
-                                         not stack.reshards(w.parallelism.pipeline),
+                                         copy_parts(w, topo, shape, s, c, stack), keep,
                                          slowdown, depth)
-                fwd[s, c] += f
-                bwd[s, c] += b
-                added[0][s, c], added[1][s, c] = f, b
-                if totals is not None:
-                    totals[s]["dp"] = totals[s].get("dp", 0.0) + float(f.sum() + b.sum())
-                continue
-            bgather = gather if stack.reshards(w.parallelism.pipeline) else 0.0
-            fcopy, bcopy = copy_kernels(w, topo, shape, s, c, stack)
-            f = pipelined(fwd[s, c] + fcopy, n, gather, 0.0, slowdown, depth)
-            b = pipelined(bwd[s, c] + bcopy, n, bgather, reduce, slowdown, depth)
-            f = np.where(fwd[s, c] > 0, f + fcopy, 0.0)
-            b = np.where(bwd[s, c] > 0, b + bcopy, 0.0)
-            runs = np.flatnonzero(bwd[s, c])
-            if outer > 0 and runs.size:  # HSDP: the chunk's last backward also reduces outer
-                last = runs[-1]
-                b[last] = bcopy + pipelined(bwd[s, c, last:last + 1] + bcopy, n, bgather,
-                                            reduce + outer, slowdown, depth)[0]
+            else:
+                f, b = _microbatch_traffic(fwd[s, c], bwd[s, c], n, gather, reduce, outer,
+                                           copy_kernels(w, topo, shape, s, c, stack), keep,
+                                           slowdown, depth)
             fwd[s, c] += f
             bwd[s, c] += b
             added[0][s, c], added[1][s, c] = f, b
