@@ -247,11 +247,11 @@ def add_fsdp_traffic(w: Workload, topo: Topology, shape: PlanShape,
     stack = run_stack(tr)
     depth = stack.prefetch_depth
     once = once_per_schedule(w, stack)
+    keep = not stack.reshards(w.parallelism.pipeline)
     for s in range(fwd.shape[0]):
         for c in range(fwd.shape[1]):
             n = units(shape, s, c, stack.fsdp_units_per_layer)
             gather, reduce, outer = unit_collectives(w, topo, shape, groups, s, c)
-            keep = not stack.reshards(w.parallelism.pipeline)
             if once:
                 f, b = _schedule_traffic(fwd[s, c], bwd[s, c], n, gather, reduce, outer,
                                          copy_parts(w, topo, shape, s, c, stack), keep,
