@@ -126,6 +126,20 @@ def _common(group: dict) -> dict[str, Any]:
             "recipe": dict(group.get("recipe") or {})}
 
 
+def _grid(group: dict, key: str) -> dict[str, list]:
+    """A group's ``best_of`` or ``plausible`` grid: dotted field -> non-empty list of values
+    (``plausible``: the values a stated recipe unknown could have had)."""
+    grid = group.get(key) or {}
+    if not isinstance(grid, dict):
+        raise ConfigError(f"{group.get('group')}.{key}", grid,
+                          "must map dotted fields to lists of values")
+    for k, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{group.get('group')}.{key}.{k}", values,
+                              "must be a non-empty list of values")
+    return {k: list(v) for k, v in grid.items()}
+
+
 def _expand(group: dict) -> list[Case]:
     cat = group.get("category")
     if cat not in CATEGORIES:
@@ -137,7 +151,8 @@ def _expand(group: dict) -> list[Case]:
         for row in group["cases"]:
             t, how = _step_time(group, row)
             spec = {"workload": group["workload"], "overrides": dict(row.get("set") or {}),
-                    "best_of": dict(group.get("best_of") or {})}
+                    "best_of": _grid(group, "best_of"),
+                    "plausible": _grid(group, "plausible")}
             out.append(Case(id=row["id"], measured=t, spec=spec, derived=how, **base))
     elif cat == "peak_memory":
         for row in group["cases"]:

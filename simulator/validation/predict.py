@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 from typing import Any
 
 from ..api import resolve, simulate_resolved
@@ -76,6 +77,36 @@ def best_plan(case: Case, topology_overrides: dict[str, Any] | None = None
             best, label = per_token, ", ".join(f"{k.split('.')[-1]} {v}"
                                                 for k, v in zip(keys, combo, strict=True))
     return best * base.training.global_batch_size * base.model.seq_length, label
+
+
+def plausible_range(case: Case, topology_overrides: dict[str, Any] | None = None
+                    ) -> list[tuple[str, float]]:
+    """(label, predicted step time in s) for every combination of the case's ``plausible``
+    grid: the values its source leaves open (a recipe unknown such as the attention backend
+    or the micro-batch size), each set over the case's own fields and predicted as the case
+    is (:func:`best_plan` where the group searched its plan). Empty without a grid. The
+    case's point prediction stays its stated assumption; the range shows how much of an
+    error the unknowns could hold, and is never used to pick one. A combination under which
+    the run would not fit in memory is left out: the run ran."""
+    grid = case.spec.get("plausible") or {}
+    if not grid:
+        return []
+    keys = list(grid)
+    out = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        spec = {**case.spec, "overrides": {**case.spec["overrides"],
+                                           **dict(zip(keys, combo, strict=True))}}
+        if not spec.get("best_of"):  # best_plan keeps only the variants that fit
+            w, t = resolve(spec["workload"], case.topology, spec["overrides"],
+                           _topo_overrides(case, topology_overrides))
+            if not estimate_memory(w, Topology.from_config(t)).fits:
+                continue
+        pred = best_plan(replace(case, spec=spec), topology_overrides)[0]
+        if not math.isfinite(pred):  # no variant of the search fits
+            continue
+        out.append((", ".join(f"{k.split('.')[-1]} {v}" for k, v in zip(keys, combo,
+                                                                       strict=True)), pred))
+    return out
 
 
 def layer_times(case: Case, topology_overrides: dict[str, Any] | None = None
