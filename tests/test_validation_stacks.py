@@ -204,8 +204,8 @@ def test_stated_unknowns_give_a_range_around_the_stated_assumption(records):
 def test_a_plausible_value_the_run_could_not_fit_is_left_out():
     case = next(c for c in load_cases(FOLDER) if c.id == "mtnlg-530b-2240g")
     # 240 sequences per micro-batch divides GBS 1920 over DP 8, but cannot fit on 80 GB
-    odd = dataclasses.replace(case, spec={**case.spec, "plausible": {
-        "training.micro_batch_size": [1, 240]}})
+    odd = dataclasses.replace(case, spec={**case.spec, "plausible": [
+        {"training.micro_batch_size": 1}, {"training.micro_batch_size": 240}]})
     assert [label for label, _ in plausible_range(odd)] == ["micro_batch_size 1"]
 
 
@@ -215,3 +215,16 @@ def test_a_malformed_plausible_grid_names_the_group_and_field(tmp_path):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump([group]))
     with pytest.raises(ConfigError, match=r"plausible\.training\.micro_batch_size"):
         load_cases(tmp_path)
+    # the list form (alternatives that go together), on one row
+    group["plausible"] = {}
+    group["cases"][0]["plausible"] = [{}]
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump([group]))
+    with pytest.raises(ConfigError, match=r"mtnlg-530b-a100\.mtnlg-530b-2240g\.plausible"):
+        load_cases(tmp_path)
+    group["cases"][0]["plausible"] = [{"training.micro_batch_size": 2,
+                                       "parallelism.pipeline": 35}]
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump([group]))
+    row = load_cases(tmp_path)[0]
+    assert row.spec["plausible"] == [{"training.micro_batch_size": 2,
+                                      "parallelism.pipeline": 35}]
+    assert load_cases(tmp_path)[1].spec["plausible"] == []  # the row's own, not the group's

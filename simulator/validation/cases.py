@@ -29,6 +29,7 @@ are what we compare.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -126,18 +127,37 @@ def _common(group: dict) -> dict[str, Any]:
             "recipe": dict(group.get("recipe") or {})}
 
 
-def _grid(group: dict, key: str) -> dict[str, list]:
-    """A group's ``best_of`` or ``plausible`` grid: dotted field -> non-empty list of values
-    (``plausible``: the values a stated recipe unknown could have had)."""
+def _grid(group: dict, key: str, where: str | None = None) -> dict[str, list]:
+    """A group's ``best_of`` grid (or a ``plausible`` one in its grid form): dotted field ->
+    non-empty list of values. ``where`` names the block in errors (default: the group)."""
+    where = where or str(group.get("group"))
     grid = group.get(key) or {}
     if not isinstance(grid, dict):
-        raise ConfigError(f"{group.get('group')}.{key}", grid,
-                          "must map dotted fields to lists of values")
+        raise ConfigError(f"{where}.{key}", grid, "must map dotted fields to lists of values")
     for k, values in grid.items():
         if not isinstance(values, list) or not values:
-            raise ConfigError(f"{group.get('group')}.{key}.{k}", values,
-                              "must be a non-empty list of values")
+            raise ConfigError(f"{where}.{key}.{k}", values, "must be a non-empty list of values")
     return {k: list(v) for k, v in grid.items()}
+
+
+def _plausible(group: dict, row: dict) -> list[dict[str, Any]]:
+    """The override sets a case's stated unknowns could have had (``plausible``, on the row
+    or else on its group): a grid (dotted field -> values, every combination) or a list of
+    override mappings (alternatives that go together, e.g. a published plan and its
+    recipe's preset). Empty without one."""
+    owner, where = (row, f"{group.get('group')}.{row.get('id')}") if "plausible" in row \
+        else (group, str(group.get("group")))
+    spec = owner.get("plausible") or {}
+    if isinstance(spec, list):
+        if not all(isinstance(alt, dict) and alt for alt in spec):
+            raise ConfigError(f"{where}.plausible", spec,
+                              "a list of plausible alternatives holds non-empty mappings of "
+                              "dotted fields to values")
+        return [dict(alt) for alt in spec]
+    grid = _grid(owner, "plausible", where)
+    keys = list(grid)
+    return [dict(zip(keys, combo, strict=True))
+            for combo in itertools.product(*(grid[k] for k in keys))] if keys else []
 
 
 def _expand(group: dict) -> list[Case]:
@@ -152,7 +172,7 @@ def _expand(group: dict) -> list[Case]:
             t, how = _step_time(group, row)
             spec = {"workload": group["workload"], "overrides": dict(row.get("set") or {}),
                     "best_of": _grid(group, "best_of"),
-                    "plausible": _grid(group, "plausible")}
+                    "plausible": _plausible(group, row)}
             out.append(Case(id=row["id"], measured=t, spec=spec, derived=how, **base))
     elif cat == "peak_memory":
         for row in group["cases"]:

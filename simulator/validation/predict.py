@@ -81,21 +81,17 @@ def best_plan(case: Case, topology_overrides: dict[str, Any] | None = None
 
 def plausible_range(case: Case, topology_overrides: dict[str, Any] | None = None
                     ) -> list[tuple[str, float]]:
-    """(label, predicted step time in s) for every combination of the case's ``plausible``
-    grid: the values its source leaves open (a recipe unknown such as the attention backend
-    or the micro-batch size), each set over the case's own fields and predicted as the case
-    is (:func:`best_plan` where the group searched its plan). Empty without a grid. The
-    case's point prediction stays its stated assumption; the range shows how much of an
-    error the unknowns could hold, and is never used to pick one. A combination under which
-    the run would not fit in memory is left out: the run ran."""
-    grid = case.spec.get("plausible") or {}
-    if not grid:
-        return []
-    keys = list(grid)
+    """(label, predicted step time in s) for every alternative of the case's ``plausible``
+    list (:func:`simulator.validation.cases.load_cases` expands a grid): the values its
+    source leaves open (a recipe unknown such as the attention backend or the micro-batch
+    size), each set over the case's own fields and predicted as the case is
+    (:func:`best_plan` where the group searched its plan). Empty without one. The case's
+    point prediction stays its stated assumption; the range shows how much of an error the
+    unknowns could hold, and is never used to pick one. An alternative under which the run
+    would not fit in memory is left out: the run ran."""
     out = []
-    for combo in itertools.product(*(grid[k] for k in keys)):
-        spec = {**case.spec, "overrides": {**case.spec["overrides"],
-                                           **dict(zip(keys, combo, strict=True))}}
+    for alt in case.spec.get("plausible") or []:
+        spec = {**case.spec, "overrides": {**case.spec["overrides"], **alt}}
         if not spec.get("best_of"):  # best_plan keeps only the variants that fit
             w, t = resolve(spec["workload"], case.topology, spec["overrides"],
                            _topo_overrides(case, topology_overrides))
@@ -104,8 +100,7 @@ def plausible_range(case: Case, topology_overrides: dict[str, Any] | None = None
         pred = best_plan(replace(case, spec=spec), topology_overrides)[0]
         if not math.isfinite(pred):  # no variant of the search fits
             continue
-        out.append((", ".join(f"{k.split('.')[-1]} {v}" for k, v in zip(keys, combo,
-                                                                       strict=True)), pred))
+        out.append((", ".join(f"{k.split('.')[-1]} {v}" for k, v in alt.items()), pred))
     return out
 
 

@@ -19,6 +19,8 @@ from ..io import atomic_write_bytes
 from .cases import CATEGORIES, Case, precision
 from .cv_report import render_cv_section
 from .predict import predict
+from .unknowns import render as render_unknowns
+from .unknowns import spread
 
 # Accuracy bars (absolute relative error) per category; None = not gated.
 # Same numbers as tests/test_validation.py (the dense bars also gate the FP8 cases alone).
@@ -211,6 +213,9 @@ def render_markdown(rows: list[Row], figures: list[str] = (), analysis: str = ""
         sub = [r for r in rows if r.case.category == cat]
         if sub:
             out += [f"## {TITLES[cat]}", "", *_case_table(sub), ""]
+    out += render_unknowns([(r.case.id, r.error, s) for r in rows
+                            if r.case.spec.get("plausible")
+                            and (s := spread(r.case, r.predicted)) is not None])
     held = [r.case.id for r in rows if r.case.holdout]
     out += ["## Held-out cases", "", ", ".join(f"`{i}`" for i in held) or "none", "",
             "## GPU constants in use", "", *_constants(rows), "",

@@ -27,6 +27,8 @@ import yaml
 from ..errors import ConfigError
 from ..io import atomic_write_text
 from .cases import Case, load_cases
+from .unknowns import render as render_unknowns
+from .unknowns import spread
 
 FOLDER = Path(__file__).resolve().parents[2] / "validation" / "stacks"
 # Sources a shipped topology constant was fitted on: (constant, its value without them).
@@ -67,20 +69,17 @@ def predict_all(folder: Path = FOLDER) -> list[dict]:
     the group lists the values its stated unknowns could have had (``plausible``), the
     error at each (``plausible``: label -> error) and the range they span with the stated
     assumption (``low``, ``high``)."""
-    from .predict import best_plan, plausible_range
+    from .predict import best_plan
     meta = group_meta(folder)
     out = []
     for c in load_cases(folder):
         m = meta[c.group]
         pred, plan = best_plan(c)
-        err = pred / c.measured - 1.0
         rec = {"id": c.id, "group": c.group, "stack": m["stack"], "release": m["release"],
                "source": m["source_id"], "gpu": c.topology, "band": band(_seq(c)),
-               "measured": c.measured, "predicted": pred, "plan": plan, "error": err}
-        alts = {label: p / c.measured - 1.0 for label, p in plausible_range(c)}
-        if alts:
-            rec.update(plausible=alts, low=min(err, *alts.values()),
-                       high=max(err, *alts.values()))
+               "measured": c.measured, "predicted": pred, "plan": plan,
+               "error": pred / c.measured - 1.0}
+        rec.update(spread(c, pred) or {})
         out.append(rec)
     return out
 
@@ -157,28 +156,6 @@ def _table(title: str, rows: list[tuple]) -> list[str]:
     return [*lines, ""]
 
 
-def _unknowns(records: list[dict]) -> list[str]:
-    """The section on recipe unknowns: per case whose group lists ``plausible`` values, the
-    error at each and whether the measurement lies inside the range they span."""
-    rows = [r for r in records if "plausible" in r]
-    if not rows:
-        return []
-    inside = sum(r["low"] <= 0.0 <= r["high"] for r in rows)
-    lines = ["## What the stated unknowns allow", "",
-             "Where a source leaves a setting open and its plausible values are few (the "
-             "group's `plausible:`), each is predicted too. The error above stays the "
-             "stated assumption's; this range is not used to choose. Measured inside the "
-             f"range: {inside} of {len(rows)}.", "",
-             "| case | stated assumption | alternatives | range | measured inside |",
-             "| --- | ---: | --- | --- | --- |"]
-    for r in rows:
-        alts = "; ".join(f"{k}: {100 * e:+.1f} %" for k, e in r["plausible"].items())
-        lines.append(f"| {r['id']} | {100 * r['error']:+.1f} % | {alts} | "
-                     f"{100 * r['low']:+.1f} .. {100 * r['high']:+.1f} % | "
-                     f"{'yes' if r['low'] <= 0.0 <= r['high'] else 'no'} |")
-    return [*lines, ""]
-
-
 def report(records: list[dict], cv: list[dict]) -> str:
     """Markdown: every case, then error per stack / band / GPU, in-sample and source-out."""
     lines = ["# Validation beyond one stack", "",
@@ -193,7 +170,7 @@ def report(records: list[dict], cv: list[dict]) -> str:
     lines.append("")
     for key in ("stack", "band", "gpu"):
         lines += _table(f"By {key}", summary(records, key))
-    lines += _unknowns(records)
+    lines += render_unknowns([(r["id"], r["error"], r) for r in records if "plausible" in r])
     lines += ["## Whole sources left out, with a per-stack factor", "",
               "No constant is fitted on these sources, so the tables above are already "
               "their source-left-out errors. Below, each source is predicted with a "
