@@ -108,6 +108,20 @@ NeMo 25.04 (validation/stacks/ B200 long-sequence table, dgxc GB200 tables) buil
 it is assumed to run at the 9.10 rate. Stacks built on cuDNN 9.17 or later probably run
 faster than the constants.
 
+Sliding windows (:func:`window_fill`): a layer whose rows see ``k_w`` keys on average (a
+band of ``w`` keys, :func:`simulator.workload.ops.window_keys`) runs its fused kernel at
+``E * k_w / (k_w + 660) * head_factor(d)``, the architecture's saturated ``E`` as above. The
+half-point is the windowed kernel's own, from cuDNN's benchmark of GPT-OSS's attention (head
+dim 64, bf16, batch 2, forward + 2.5x backward): H200 cuDNN 9.19.0, 64 / 8 heads, window
+1,024 (``h200_919_only_cudnn/gpt_oss_20260227_034819.csv``, commit df73764,
+:data:`CUDNN_WINDOW_H200`) fits 666 keys; GB200 and GB300 cuDNN 9.22.0, 128 / 128 heads,
+window 128 (``gpt_oss/gb{200,300}``, the bf16 columns of
+:data:`simulator.compute.fp8_attention.CUDNN_922`) fit 597 and 720, so one value, 660, is
+kept for both architectures (within 10 % of every point from 4K to 16K; tests/
+test_attention_window.py). The causal curve's tile fill does not carry over: Blackwell's
+1,150-key causal ``s_half`` put a 128-key window at 0.56x its measured rate, Hopper's 512 a
+1,024-key window 11 % above it. The window's edge tiles are masked as a causal diagonal's.
+
 Grouped-query attention shares K/V tiles across query heads inside the kernel
 and does not change its rate (FA2/FA3 kernels take GQA natively); the caller counts FLOPs
 by query heads.
@@ -128,6 +142,8 @@ MEASURED = {
 }
 S_HALF_CAUSAL = 512.0  # keys per query row at which a causal kernel runs at half rate
 S_HALF_FULL = 160.0  # same, no mask
+# Mean keys per row at which a sliding-window kernel runs at half rate (module docstring).
+WINDOW_S_HALF = 660.0
 D_HALF = 32.0  # head dim at which the per-row rate halves
 TE_REF_S_EFF = 1024.0  # the fit set's shortest sequence (2048, causal): s_eff = 1024
 # Architectures whose te / cudnn ``attention_efficiency`` is a kernel benchmark's saturated
@@ -163,6 +179,13 @@ CUDNN_B200 = {
     "9.13.0": ((4096, 855.7, 701.3), (8192, 1171.3, 942.5), (16384, 1332.4, 1074.8),
                (32768, 1419.0, 1108.7), (65536, 1382.3, 1073.1), (131072, 1355.4, 1047.8)),
 }
+# The sliding-window points (seq, bf16 forward ms, bf16 backward ms) on H200 that
+# WINDOW_S_HALF was read from with the Blackwell ones (module docstring): cudnn-frontend
+# benchmark/sdpa_benchmark_training/results/h200_919_only_cudnn/gpt_oss_20260227_034819.csv
+# (commit df73764), cuDNN 9.19.0, batch 2, 64 query / 8 KV heads, head dim 64, window 1024.
+CUDNN_WINDOW_H200 = {"window": 1024, "batch": 2, "heads": 64, "head_dim": 64,
+                     "points": ((2048, 0.166, 0.488), (4096, 0.358, 1.042),
+                                (8192, 0.738, 2.149), (16384, 1.499, 4.392))}
 # The same benchmark on GB300 (Blackwell Ultra; peak 2,450 in topologies/gb300-nvl72.yaml),
 # cuDNN 9.13.0, commit 0b1577c: the source of gb300-nvl72's attention_efficiency.
 CUDNN_GB300 = {
@@ -205,19 +228,29 @@ def head_factor(d: float) -> float:
     return (d / (d + D_HALF)) / (128.0 / (128.0 + D_HALF)) if d > 0 else 1.0
 
 
-def kernel_efficiency(family: str, gpu: GPU, s_k: float, d: float, causal: bool) -> float:
+def window_fill(keys: float) -> float:
+    """``keys / (keys + WINDOW_S_HALF)``: the per-row amortisation of a sliding-window
+    kernel whose rows see ``keys`` keys on average (0..1; module docstring)."""
+    return keys / (keys + WINDOW_S_HALF) if keys > 0 else 0.0
+
+
+def kernel_efficiency(family: str, gpu: GPU, s_k: float, d: float, causal: bool,
+                      window: bool = False) -> float:
     """Achieved fraction of the bf16 peak of a fused attention kernel (dimensionless).
 
     ``s_k``: keys each query row attends to before masking; ``d``: head dim; ``causal``:
-    the block is on the diagonal (half its square masked). See the module docstring.
+    the block is on the diagonal (half its square masked). ``window``: a sliding-window
+    kernel, ``s_k`` the mean keys a row sees (:func:`window_fill`). See the module
+    docstring.
     """
-    s_eff = s_k * (0.5 if causal else 1.0)
+    s_eff = s_k * (0.5 if causal and not window else 1.0)
     a = arch(gpu)
+    fill = window_fill(s_k) if window else tile_fill(s_eff, causal, a)
     measured = MEASURED.get((family, a))
     if measured is None and a in KERNEL_SOURCED:  # te / cudnn: the topology's kernel figure
         measured = gpu.attention_efficiency
     if measured is None:  # te / cudnn, or a family with no figure for this GPU
         ref = tile_fill(TE_REF_S_EFF, True)
-        return (gpu.attention_efficiency * min(1.0, tile_fill(s_eff, causal) / ref)
+        return (gpu.attention_efficiency * min(1.0, fill / ref)
                 * min(1.0, head_factor(d)))
-    return measured * tile_fill(s_eff, causal, a) * head_factor(d)
+    return measured * fill * head_factor(d)

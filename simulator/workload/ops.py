@@ -132,10 +132,10 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
     (``model.window_size`` = ``w``, Megatron-Core; every layer but each
     ``window_attn_skip_freq``-th) attend to ``min(p, w) + 1`` keys at position ``p``, on
     average ``k_w`` (:func:`window_keys`): ``4 * b * s_q * k_w * heads * d`` FLOPs, in a
-    kernel whose per-row work is that of a causal kernel over ``2 k_w`` keys (the band's
-    edge tiles are masked as a causal diagonal is;
-    :func:`simulator.compute.attention.kernel_efficiency`); Transformer Engine passes the
-    window to cuDNN's fused kernel, which skips the tiles outside the band. The op list
+    windowed kernel whose rate follows ``k_w`` (its own half-point, from cuDNN's benchmark
+    of windowed attention: :func:`simulator.compute.attention.window_fill`); Transformer
+    Engine passes the window to cuDNN's fused kernel, which skips the tiles outside the
+    band. The op list
     stands for every layer, so the windowed and full layers' attention appear as two ops
     weighted by their share of the layers (``attention``, ``attention_window``). Under
     context parallelism the window is not modelled (full causal attention). Without flash
@@ -158,7 +158,7 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
         band = 4.0 * q * keys * x.a_t * head * share
         ops = [_fp8_attention(w, x, Op("attention_window", "attn", flops=band,
                                        model_flops=band,
-                                       attn=(kernel[0], 2.0 * keys, float(head), True)),
+                                       attn=(kernel[0], keys, float(head), True, True)),
                               causal_flops=full * 0.5 * share, causal_kernel=kernel)]
         if share < 1.0:
             ops.insert(0, _fp8_attention(w, x, Op("attention", "attn",
