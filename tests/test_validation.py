@@ -63,8 +63,9 @@ def test_dense_step_time_median_error(dense_rows):
 @pytest.fixture(scope="module")
 def never_fitted_rows():
     """Dense runs of the Megatron-family sets under validation/ no constant is fitted on
-    (about 3 s); validation/stacks (other stacks) has its own bars in test_validation_stacks."""
-    return run_cases([c for d in external_dirs() if d.name != "stacks"
+    (about 3 s); validation/stacks (other stacks) has its own bars in test_validation_stacks,
+    validation/sdpa_backends (one GPU, two attention kernels) in test_sdpa_backends."""
+    return run_cases([c for d in external_dirs() if d.name not in ("stacks", "sdpa_backends")
                       for c in load_cases(d, ["dense_step_time"])])
 
 

@@ -210,7 +210,9 @@ SET_TITLES = {"scaling": "validation/scaling (later-release H100 tables, never f
               "cv": "cross-validation (source, else group, left out of the refit)",
               "moe": "MoE runs no constant was fitted on",
               "stacks": "validation/stacks (other stacks, long sequence, small-model FP8; never "
-                        "fitted; a group a constant is fitted on, stacks.FITTED_ON, left out)"}
+                        "fitted; a group a constant is fitted on, stacks.FITTED_ON, left out)",
+              "sdpa_backends": "validation/sdpa_backends (one GPU, cuDNN and FlashAttention-2; "
+                               "never fitted)"}
 
 
 def coverage_stats(outcomes: list[dict]) -> dict:
