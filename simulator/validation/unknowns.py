@@ -16,13 +16,11 @@ from .cases import Case
 from .predict import plausible_range
 
 
-def spread(case: Case, predicted: float, topology_overrides: dict[str, Any] | None = None
-           ) -> dict[str, Any] | None:
+def spread(case: Case, predicted: float) -> dict[str, Any] | None:
     """``{"plausible": label -> error, "low": .., "high": ..}`` for a case with plausible
     alternatives (errors as ``predicted / measured - 1``; the range includes the stated
     assumption's ``predicted``), None without any (or where none would fit)."""
-    alts = {label: p / case.measured - 1.0
-            for label, p in plausible_range(case, topology_overrides)}
+    alts = {label: p / case.measured - 1.0 for label, p in plausible_range(case)}
     if not alts:
         return None
     err = predicted / case.measured - 1.0
