@@ -243,9 +243,8 @@ def kernel_efficiency(family: str, gpu: GPU, s_k: float, d: float, causal: bool,
     kernel, ``s_k`` the mean keys a row sees (:func:`window_fill`). See the module
     docstring.
     """
-    s_eff = s_k * (0.5 if causal and not window else 1.0)
     a = arch(gpu)
-    fill = window_fill(s_k) if window else tile_fill(s_eff, causal, a)
+    fill = window_fill(s_k) if window else tile_fill(s_k * (0.5 if causal else 1.0), causal, a)
     measured = MEASURED.get((family, a))
     if measured is None and a in KERNEL_SOURCED:  # te / cudnn: the topology's kernel figure
         measured = gpu.attention_efficiency
