@@ -40,6 +40,15 @@ def _topo_overrides(case: Case, extra: dict[str, Any] | None) -> dict[str, Any]:
     return {**case.topology_overrides, **(extra or {})}
 
 
+def _resolve_fitting(workload: dict, topology: str, overrides: dict[str, Any],
+                     topology_overrides: dict[str, Any]) -> tuple[Any, Any] | None:
+    """The resolved (workload, topology) of a variant of a case, or None where it would not
+    fit in GPU memory (a published run ran, so such a variant is not one it could have
+    been)."""
+    w, t = resolve(workload, topology, overrides, topology_overrides)
+    return (w, t) if estimate_memory(w, Topology.from_config(t)).fits else None
+
+
 def predict_step_time(case: Case, topology_overrides: dict[str, Any] | None = None) -> float:
     """Simulated step time, s; for a case whose source searched its plan (``best_of``),
     at the best plan it could have found (:func:`best_plan`)."""
@@ -68,9 +77,10 @@ def best_plan(case: Case, topology_overrides: dict[str, Any] | None = None
         over = {**case.spec["overrides"], **dict(zip(keys, combo, strict=True))}
         mbs = int(over.get("training.micro_batch_size", base.training.micro_batch_size))
         over["training.global_batch_size"] = mbs * base.parallelism.data
-        w, t = resolve(case.spec["workload"], case.topology, over, topo_over)
-        if not estimate_memory(w, Topology.from_config(t)).fits:
+        fitting = _resolve_fitting(case.spec["workload"], case.topology, over, topo_over)
+        if fitting is None:
             continue
+        w, t = fitting
         tokens = w.training.global_batch_size * w.model.seq_length
         per_token = simulate_resolved(w, t)[0].step_time_s / tokens
         if per_token < best:
@@ -92,11 +102,10 @@ def plausible_range(case: Case, topology_overrides: dict[str, Any] | None = None
     out = []
     for alt in case.spec.get("plausible") or []:
         spec = {**case.spec, "overrides": {**case.spec["overrides"], **alt}}
-        if not spec.get("best_of"):  # best_plan keeps only the variants that fit
-            w, t = resolve(spec["workload"], case.topology, spec["overrides"],
-                           _topo_overrides(case, topology_overrides))
-            if not estimate_memory(w, Topology.from_config(t)).fits:
-                continue
+        if not spec.get("best_of") and _resolve_fitting(  # best_plan keeps those that fit
+                spec["workload"], case.topology, spec["overrides"],
+                _topo_overrides(case, topology_overrides)) is None:
+            continue
         pred = best_plan(replace(case, spec=spec), topology_overrides)[0]
         if not math.isfinite(pred):  # no variant of the search fits
             continue
