@@ -228,3 +228,13 @@ def test_a_malformed_plausible_grid_names_the_group_and_field(tmp_path):
     assert row.spec["plausible"] == [{"training.micro_batch_size": 2,
                                       "parallelism.pipeline": 35}]
     assert load_cases(tmp_path)[1].spec["plausible"] == []  # the row's own, not the group's
+
+
+def test_a_malformed_case_file_is_one_line_and_exit_2(tmp_path, capsys):
+    from simulator.validation.stacks import main
+    group = yaml.safe_load((FOLDER / "deepspeed.yaml").read_text())[0]
+    group["plausible"] = {"training.micro_batch_size": []}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump([group]))
+    assert main(["--folder", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "plausible.training.micro_batch_size" in err

@@ -14,8 +14,10 @@ fitted on these runs. Writes ``reports/sdpa_backends.md``.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..io import atomic_write_text
 from ..validation.cases import load_cases
 from ..validation.predict import predict_step_time
@@ -62,7 +64,12 @@ def report(data: list[dict]) -> str:
 
 
 def main() -> int:
-    text = report(rows())
+    try:
+        data = rows()
+    except ConfigError as exc:  # a malformed case file: one line on stderr, exit 2
+        print(f"sdpa_backends: error: {exc.message()}", file=sys.stderr)
+        return 2
+    text = report(data)
     atomic_write_text(OUT, text)
     print(text)
     return 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -196,7 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         value, err = fit_constant(args.folder, args.fit[0], args.fit[1], grid)
         print(f"{args.fit[1]} = {value} (mean squared log error {err:.5f})")
         return 0
-    records = predict_all(args.folder)
+    try:
+        records = predict_all(args.folder)
+    except ConfigError as exc:  # a malformed case file: one line on stderr, exit 2
+        print(f"stacks: error: {exc.message()}", file=sys.stderr)
+        return 2
     text = report(records, crossvalidate(records, args.folder))
     if args.out:
         atomic_write_text(args.out, text)
