@@ -101,7 +101,14 @@ SCHEMA = {
                              "parallelism.pipeline_schedule", "must be 'interleaved'"),
     "vp-needs-pp": ({"parallelism.pipeline": 1, "parallelism.pipeline_schedule": "interleaved",
                      "parallelism.virtual_pipeline": 2}, "parallelism.virtual_pipeline",
-                    "needs parallelism.pipeline > 1"),
+                    "needs parallelism.pipeline > 1 (without pipelining set "
+                    "parallelism.virtual_pipeline=null and parallelism.pipeline_schedule=1f1b)"),
+    "interleaved-needs-pp": ({"parallelism.pipeline": 1,
+                              "parallelism.pipeline_schedule": "interleaved"},
+                             "parallelism.pipeline_schedule",
+                             "needs parallelism.pipeline > 1 (without pipelining set "
+                             "parallelism.virtual_pipeline=null and "
+                             "parallelism.pipeline_schedule=1f1b)"),
     "kv-groups-divide-heads": ({"model.num_query_groups": 3}, "model.num_query_groups",
                                "must divide num_attention_heads (16)"),
     "topk-le-experts": ({"model.moe.num_experts": 2, "model.moe.router_topk": 4},

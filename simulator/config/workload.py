@@ -202,6 +202,11 @@ class ModelConfig(Schema):
         return self.ffn_hidden_size or 4 * self.hidden_size
 
 
+# What turning pipelining off in a shipped pipelined workload takes, said once for both checks
+_NO_PIPELINE = (" (without pipelining set parallelism.virtual_pipeline=null and "
+                "parallelism.pipeline_schedule=1f1b)")
+
+
 class ParallelConfig(Schema):
     """Parallel plan: degrees of each axis and the pipeline schedule."""
 
@@ -240,7 +245,10 @@ class ParallelConfig(Schema):
         vp = self.virtual_pipeline or 1
         if vp > 1 and self.pipeline == 1:
             raise ConfigError("parallelism.virtual_pipeline", vp,
-                              "needs parallelism.pipeline > 1")
+                              "needs parallelism.pipeline > 1" + _NO_PIPELINE)
+        if self.pipeline == 1 and self.pipeline_schedule == "interleaved":
+            raise ConfigError("parallelism.pipeline_schedule", self.pipeline_schedule,
+                              "needs parallelism.pipeline > 1" + _NO_PIPELINE)
 
     @property
     def vp(self) -> int:
