@@ -15,10 +15,11 @@ from simulator import ConfigError, simulate
 from simulator.api import resolve, simulate_resolved
 from simulator.cli.main import main
 from simulator.collectives import collective_time
+from simulator.compute import memory_time
 from simulator.config import load_workload
 from simulator.memory import estimate_memory
 from simulator.memory.model import fsdp_staged_params, fsdp_unit_bytes
-from simulator.workload.fsdp import pipelined, unit_collectives, units
+from simulator.workload.fsdp import FSDP_KEYS, pipelined, pipelined_parts, unit_collectives, units
 from simulator.shape.params import layer_params, stage_params
 from simulator.shape.partition import partition_layers
 from simulator.shape.plan_shape import plan_shape
@@ -253,3 +254,54 @@ def test_fsdp_staging_holds_the_largest_pair_of_units():
     moe = layer_params(m, True).total
     assert moe > layer_params(m, False).total
     assert fsdp_staged_params(m, mp, 1) == pytest.approx(2 * moe)
+
+
+def test_pipelined_parts_split_the_added_seconds():
+    t = np.array([10.0, 1.0, 0.0])
+    a, r, n, sl = 0.2, 0.3, 5, 0.1
+    exposed, slowed = pipelined_parts(t, n, a, r, sl)
+    assert exposed + slowed == pytest.approx(pipelined(t, n, a, r, sl))
+    # the slowdown is the compute beside the traffic, never more than the phase's compute
+    assert slowed == pytest.approx([sl * n * (a + r), sl * 1.0, 0.0])
+    assert exposed[0] == pytest.approx(a + r)  # compute-bound: first gather, last reduce
+
+
+@pytest.mark.parametrize("stack, extra", [
+    ("megatron", {}),
+    ("torchtitan", {}),  # FSDP2 copy-in / copy-out kernels on the compute stream
+    ("torchtitan", {"parallelism.pipeline": 2, "parallelism.data": 4}),  # once per schedule
+    ("megatron", {"training.num_distributed_optimizer_instances": 2}),  # HSDP outer reduce
+])
+def test_fsdp_breakdown_sums_to_the_fsdp_dp_time(stack, extra):
+    over = fsdp("optim_grads_params", **{"training.stack": stack, **extra})
+    w, t = resolve("llama3-8b", "dgx-h100", over)
+    r, plan, _ = simulate_resolved(w, t, variability=False)
+    for s, parts in enumerate(plan.fsdp_breakdown):
+        assert set(parts) == set(FSDP_KEYS)
+        assert min(parts.values()) >= 0.0
+        assert sum(parts.values()) == pytest.approx(plan.totals[s]["dp"])
+    assert r.fsdp_breakdown_s == plan.fsdp_breakdown[r.critical_stage]
+    assert sum(r.fsdp_breakdown_s.values()) <= r.breakdown_s["dp"] * (1 + 1e-9)
+    if stack == "megatron":  # Megatron-FSDP's flat buffers: no copy kernels
+        assert r.fsdp_breakdown_s["copy_kernels"] == 0.0
+    else:
+        assert r.fsdp_breakdown_s["copy_kernels"] > 0.0
+
+
+def test_fsdp_copy_kernels_are_hbm_traffic_per_gathered_and_reduced_parameter():
+    """torchtitan, one stage, every micro-batch gathers twice (reshard after forward) and
+    reduces once: copy-out 4 B per gathered bf16 weight each time, copy-in 6 B per gradient,
+    at the GPU's stream bandwidth (simulator.compute.memory_time)."""
+    over = fsdp("optim_grads_params", **{"training.stack": "torchtitan"})
+    w, t = resolve("llama3-8b", "dgx-h100", over)
+    r, plan, _ = simulate_resolved(w, t, variability=False)
+    sp = plan.shape.params[0]
+    n, gpu = sp.dense + sp.expert, plan.topo.gpu
+    per_mb = 2 * memory_time(4.0 * n, gpu) + memory_time(6.0 * n, gpu)
+    expect = w.num_microbatches * per_mb
+    assert r.fsdp_breakdown_s["copy_kernels"] == pytest.approx(expect, rel=1e-6)
+
+
+def test_no_fsdp_breakdown_without_sharded_gradients():
+    r = simulate("llama3-8b", "dgx-h100")
+    assert r.fsdp_breakdown_s == {}

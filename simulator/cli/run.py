@@ -19,6 +19,9 @@ from .common import (
 )
 
 NAME = "run"
+# simulator.workload.fsdp.FSDP_KEYS, as the table prints them
+FSDP_LABELS = {"exposed_collectives": "collectives exposed", "copy_kernels": "copy kernels",
+               "overlap_slowdown": "overlap slowdown"}
 HELP = "simulate one training step of WORKLOAD on a topology"
 
 
@@ -130,6 +133,10 @@ def format_table(r: Result) -> str:
                       f"{r.host_bound_fraction * 100:.1f} % of the step):"]
         for key, val in r.ep_breakdown_s.items():
             lines.append(f"    {key.replace('_', ' '):<18}{_ms(val)}")
+    if r.fsdp_breakdown_s:
+        lines += ["", "  FSDP (bottleneck stage, whole step; part of the exposed dp time):"]
+        for key, val in r.fsdp_breakdown_s.items():
+            lines.append(f"    {FSDP_LABELS.get(key, key):<22}{_ms(val)}")
     if len(r.imbalance) > 1 or r.imbalance.get("pp", 1.0) > 1.001:
         lines.append("")
         lines.append("  imbalance (max/mean): " + ", ".join(

@@ -61,6 +61,10 @@ class Result:
     # MoE: dispatch / combine / permute / router / expert_gemm / exposed / hidden /
     # host_stall seconds on the bottleneck stage, summed over the step (fwd + bwd).
     ep_breakdown_s: dict[str, float] = field(default_factory=dict)
+    # FSDP / ZeRO-3 (sharded gradients): the bottleneck stage's FSDP seconds of the step,
+    # part of breakdown_s["dp"]: exposed_collectives (the network), copy_kernels (HBM, on
+    # the compute stream), overlap_slowdown (compute slowed by the collectives beside it)
+    fsdp_breakdown_s: dict[str, float] = field(default_factory=dict)
     # Share of the step the bottleneck stage's GPU waits for the host to launch kernels.
     host_bound_fraction: float = 0.0
     # Cross-validated error bar (metrics/uncertainty.py): {"low", "high"}; both None when the
@@ -200,6 +204,7 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         interval_coverage=band.coverage, interval_basis=band.basis, **ranges,
         model_params_total=params.total, model_params_active=params.active,
         ep_breakdown_s=ep, host_bound_fraction=host_bound,
+        fsdp_breakdown_s=dict(plan.fsdp_breakdown[crit]) if plan.fsdp_breakdown else {},
     )
 
 

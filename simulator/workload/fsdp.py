@@ -129,18 +129,27 @@ def pipelined(compute: np.ndarray, n: int, gather: float, reduce: float, slowdow
     units: ``a + (n-1) max(a+r, x) + x + r - T`` plus the overlap slowdown (module
     docstring); without prefetch (``prefetch`` 0) ``n (a + x) + r - T``, the gathers in
     line and only the reduce-scatters beside the next unit. Zero where the phase does not
-    run (``compute`` 0) or nothing moves."""
+    run (``compute`` 0) or nothing moves. The two parts apart: :func:`pipelined_parts`."""
+    exposed, slowed = pipelined_parts(compute, n, gather, reduce, slowdown, prefetch)
+    return exposed + slowed
+
+
+def pipelined_parts(compute: np.ndarray, n: int, gather: float, reduce: float,
+                    slowdown: float, prefetch: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pipelined`'s seconds as (collectives the compute does not hide, compute slowed
+    by the collectives beside it: ``slowdown * min(overlapped traffic, T)``)."""
     comm = gather + reduce
     if comm <= 0:
-        return np.zeros_like(compute)
+        return np.zeros_like(compute), np.zeros_like(compute)
     x = compute / n
     if prefetch <= 0:
         total = n * gather + (n - 1) * np.maximum(reduce, x) + x + reduce
-        extra = total - compute + slowdown * np.minimum(n * reduce, compute)
-        return np.where(compute > 0, extra, 0.0)
-    total = gather + (n - 1) * np.maximum(comm, x) + x + reduce
-    extra = total - compute + slowdown * np.minimum(n * comm, compute)
-    return np.where(compute > 0, extra, 0.0)
+        slowed = slowdown * np.minimum(n * reduce, compute)
+    else:
+        total = gather + (n - 1) * np.maximum(comm, x) + x + reduce
+        slowed = slowdown * np.minimum(n * comm, compute)
+    runs = compute > 0
+    return np.where(runs, total - compute, 0.0), np.where(runs, slowed, 0.0)
 
 
 def copy_kernels(w: Workload, topo: Topology, shape: PlanShape, stage: int, chunk: int,
@@ -183,30 +192,56 @@ def once_per_schedule(w: Workload, stack: Stack) -> bool:
     return stack.sync_once_per_schedule and w.parallelism.pipeline > 1
 
 
+# The FSDP seconds of a stage, apart (``Plan.fsdp_breakdown``, ``Result.fsdp_breakdown_s``):
+# collectives the compute does not hide (first gather, last reduce-scatter, and any unit whose
+# traffic outlasts its compute), the copy kernels on the compute stream, and the compute slowed
+# by the collectives running beside it. They sum to the FSDP part of the exposed "dp" time.
+FSDP_KEYS = ("exposed_collectives", "copy_kernels", "overlap_slowdown")
+
+
+def _traffic(compute: np.ndarray, n: int, gather: float, reduce: float, copy: float,
+             slowdown: float, depth: int, parts: dict[str, float]) -> np.ndarray:
+    """Seconds added to phases of ``compute`` seconds (array, 0 where the phase does not run):
+    ``copy`` seconds of copy kernels and the units' collectives pipelined with both
+    (:func:`pipelined_parts`); each part summed into ``parts`` (:data:`FSDP_KEYS`)."""
+    runs = compute > 0
+    exposed, slowed = pipelined_parts(compute + copy, n, gather, reduce, slowdown, depth)
+    exposed, slowed = np.where(runs, exposed, 0.0), np.where(runs, slowed, 0.0)
+    copies = np.where(runs, copy, 0.0)
+    for key, val in zip(FSDP_KEYS, (exposed, copies, slowed), strict=True):
+        parts[key] = parts.get(key, 0.0) + float(val.sum())
+    return exposed + slowed + copies
+
+
 def _microbatch_traffic(fwd: np.ndarray, bwd: np.ndarray, n: int, gather: float,
                         reduce: float, outer: float, copies: tuple[float, float], keep: bool,
-                        slowdown: float, depth: int) -> tuple[np.ndarray, np.ndarray]:
+                        slowdown: float, depth: int, parts: dict[str, float] | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
     """Seconds FSDP adds to one chunk's forward and backward micro-batches when every
     micro-batch gathers (forward, and backward unless the weights were ``keep``-t) and
     reduce-scatters (backward), pipelined with the units' compute (:func:`pipelined`); under
-    HSDP the chunk's last backward also reduces across the instances (``outer``)."""
+    HSDP the chunk's last backward also reduces across the instances (``outer``). Parts
+    summed into ``parts``."""
+    parts = {} if parts is None else parts
     fcopy, bcopy = copies
     bgather = 0.0 if keep else gather
-    f = pipelined(fwd + fcopy, n, gather, 0.0, slowdown, depth)
-    b = pipelined(bwd + bcopy, n, bgather, reduce, slowdown, depth)
-    f = np.where(fwd > 0, f + fcopy, 0.0)
-    b = np.where(bwd > 0, b + bcopy, 0.0)
+    f = _traffic(fwd, n, gather, 0.0, fcopy, slowdown, depth, parts)
     runs = np.flatnonzero(bwd)
+    last = bwd.copy()
     if outer > 0 and runs.size:  # HSDP: the chunk's last backward also reduces outer
-        last = runs[-1]
-        b[last] = bcopy + pipelined(bwd[last:last + 1] + bcopy, n, bgather, reduce + outer,
-                                    slowdown, depth)[0]
+        last[:] = 0.0
+        last[runs[-1]] = bwd[runs[-1]]
+        bwd = np.where(last > 0, 0.0, bwd)
+    b = _traffic(bwd, n, bgather, reduce, bcopy, slowdown, depth, parts)
+    if outer > 0 and runs.size:
+        b = b + _traffic(last, n, bgather, reduce + outer, bcopy, slowdown, depth, parts)
     return f, b
 
 
 def _schedule_traffic(fwd: np.ndarray, bwd: np.ndarray, n: int, gather: float, reduce: float,
                       outer: float, copies: tuple[float, float, float], keep: bool,
-                      slowdown: float, depth: int) -> tuple[np.ndarray, np.ndarray]:
+                      slowdown: float, depth: int, parts: dict[str, float] | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
     """Seconds FSDP adds to one chunk's forward and backward micro-batches when it syncs
     once per pipeline schedule (PyTorch pipelining, ``torch/distributed/pipelining/stage.py``
     ``backward_maybe_with_nosync``: every backward runs with ``set_requires_gradient_sync``
@@ -214,30 +249,36 @@ def _schedule_traffic(fwd: np.ndarray, bwd: np.ndarray, n: int, gather: float, r
     scatters each parameter group and ``_root_post_backward_final_callback`` makes the
     compute stream wait for them). Weights kept after the forward (``keep``) are gathered on
     the chunk's first forward only; otherwise every forward and backward gathers them. The
-    reduce-scatters of all ``n`` units and their copy-in follow the last backward, in line."""
+    reduce-scatters of all ``n`` units and their copy-in follow the last backward, in line.
+    Parts summed into ``parts``."""
+    parts = {} if parts is None else parts
     gcopy, rcopy, icopy = copies
     f, b = np.zeros_like(fwd), np.zeros_like(bwd)
     frun, brun = np.flatnonzero(fwd), np.flatnonzero(bwd)
     if keep and frun.size:
-        i = frun[0]
-        f[i] = pipelined(fwd[i:i + 1] + gcopy, n, gather, 0.0, slowdown, depth)[0] + gcopy
+        first = np.zeros_like(fwd)
+        first[frun[0]] = fwd[frun[0]]
+        f = _traffic(first, n, gather, 0.0, gcopy, slowdown, depth, parts)
     elif not keep:
-        f = np.where(fwd > 0, pipelined(fwd + gcopy, n, gather, 0.0, slowdown, depth)
-                     + gcopy, 0.0)
-        b = np.where(bwd > 0, pipelined(bwd + rcopy, n, gather, 0.0, slowdown, depth)
-                     + rcopy, 0.0)
+        f = _traffic(fwd, n, gather, 0.0, gcopy, slowdown, depth, parts)
+        b = _traffic(bwd, n, gather, 0.0, rcopy, slowdown, depth, parts)
     if brun.size:
         b[brun[-1]] += n * (reduce + outer) + icopy
+        parts["exposed_collectives"] = parts.get("exposed_collectives", 0.0) \
+            + n * (reduce + outer)
+        parts["copy_kernels"] = parts.get("copy_kernels", 0.0) + icopy
     return f, b
 
 
 def add_fsdp_traffic(w: Workload, topo: Topology, shape: PlanShape,
                      groups: dict[str, Placement], fwd: np.ndarray, bwd: np.ndarray,
-                     totals: list[dict[str, float]] | None
+                     totals: list[dict[str, float]] | None,
+                     breakdown: list[dict[str, float]] | None = None
                      ) -> tuple[np.ndarray, np.ndarray] | None:
     """Add the per-micro-batch FSDP collectives to the ``[stage, chunk, micro-batch]``
     forward and backward tables in place, and their exposed seconds to each stage's
-    ``totals["dp"]`` (when given). Returns the seconds added (forward, backward tables;
+    ``totals["dp"]`` (when given) and, apart (:data:`FSDP_KEYS`), to each stage's
+    ``breakdown`` dict (when given). Returns the seconds added (forward, backward tables;
     the trace shows them), or None without sharded gradients, which adds nothing."""
     tr = w.training
     if not tr.grads_sharded:
@@ -252,14 +293,15 @@ def add_fsdp_traffic(w: Workload, topo: Topology, shape: PlanShape,
         for c in range(fwd.shape[1]):
             n = units(shape, s, c, stack.fsdp_units_per_layer)
             gather, reduce, outer = unit_collectives(w, topo, shape, groups, s, c)
+            parts: dict[str, float] = {} if breakdown is None else breakdown[s]
             if once:
                 f, b = _schedule_traffic(fwd[s, c], bwd[s, c], n, gather, reduce, outer,
                                          copy_parts(w, topo, shape, s, c, stack), keep,
-                                         slowdown, depth)
+                                         slowdown, depth, parts)
             else:
                 f, b = _microbatch_traffic(fwd[s, c], bwd[s, c], n, gather, reduce, outer,
                                            copy_kernels(w, topo, shape, s, c, stack), keep,
-                                           slowdown, depth)
+                                           slowdown, depth, parts)
             fwd[s, c] += f
             bwd[s, c] += b
             added[0][s, c], added[1][s, c] = f, b

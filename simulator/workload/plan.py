@@ -56,6 +56,9 @@ class Plan:
     ep_breakdown: list[dict[str, float]] = field(default_factory=list)  # per stage, seconds
     # Megatron-FSDP's exposed seconds in each forward / backward phase (workload/fsdp.py)
     fsdp_exposed: tuple[np.ndarray, np.ndarray] | None = None
+    # per stage, seconds of the whole step: the FSDP part of the exposed "dp" time apart
+    # (simulator.workload.fsdp.FSDP_KEYS); empty without sharded gradients
+    fsdp_breakdown: list[dict[str, float]] = field(default_factory=list)
 
 
 def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool = True) -> Plan:
@@ -113,8 +116,9 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
         add_moe_parts(bld.moe, pending, (fwd, bwd, wgrad, fwd_ep, bwd_ep),
                       None if bound_only else totals, ep_totals,
                       None if ops or bound_only else phases)
+    fsdp_totals: list[dict[str, float]] = [{} for _ in range(P)]
     fsdp = add_fsdp_traffic(w, topo, bld.shape, bld.groups, fwd, bwd,
-                            None if bound_only else totals)
+                            None if bound_only else totals, fsdp_totals)
     add_blocking_sends(w, topo, bld.shape, bld.groups, fwd, bwd, None if bound_only else totals)
     params = list(bld.shape.params)
     notes = [bld.part.note] if "even split" not in bld.part.note else []
@@ -129,7 +133,8 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
                                           not bound_only),
                 stage_params=params, totals=totals, notes=notes, imbalance=imbalance,
                 moe=bld.moe, shape=bld.shape,
-                ep_breakdown=ep_totals if bld.moe is not None else [], fsdp_exposed=fsdp)
+                ep_breakdown=ep_totals if bld.moe is not None else [], fsdp_exposed=fsdp,
+                fsdp_breakdown=fsdp_totals if fsdp is not None else [])
 
 
 def _moe_imbalance(moe: MoECost) -> dict[str, float]:
