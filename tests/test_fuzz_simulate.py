@@ -318,6 +318,9 @@ def check_invariants(r) -> None:
     for axis, t in r.exposed_comm_s.items():
         assert 0.0 <= t <= r.step_time_s * (1 + 1e-9), (axis, t, r.step_time_s)
     assert sum(r.breakdown_s.values()) <= r.step_time_s * (1 + 1e-6) + 1e-12
+    # the FSDP parts are non-negative and are part of the exposed DP time
+    assert all(v >= 0.0 for v in r.fsdp_breakdown_s.values()), r.fsdp_breakdown_s
+    assert sum(r.fsdp_breakdown_s.values()) <= r.exposed_comm_s["dp"] * (1 + 1e-9) + 1e-12
     assert r.memory_per_gpu_GB > 0
     assert r.tokens_per_s > 0
     assert 0.0 < r.hfu <= 1.0 + 1e-9, r.hfu

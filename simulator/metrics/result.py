@@ -204,7 +204,8 @@ def summarize(plan: Plan, run: EngineResult, memory) -> Result:
         interval_coverage=band.coverage, interval_basis=band.basis, **ranges,
         model_params_total=params.total, model_params_active=params.active,
         ep_breakdown_s=ep, host_bound_fraction=host_bound,
-        fsdp_breakdown_s=dict(plan.fsdp_breakdown[crit]) if plan.fsdp_breakdown else {},
+        fsdp_breakdown_s={k: _denoise(v, step) for k, v in plan.fsdp_breakdown[crit].items()}
+        if plan.fsdp_breakdown else {},
     )
 
 
