@@ -260,3 +260,44 @@ def test_fp8_saves_the_experts_dispatched_input_as_their_gemm_input():
     expected = dense + routed * (m.moe.ffn_hidden_size or m.ffn) + routed * m.hidden_size * p.etp
     assert activation_bytes_per_layer(bf16, moe_layer=True) \
         - activation_bytes_per_layer(fp8, moe_layer=True) == pytest.approx(expected)
+
+
+DSV3_PP4_VP4 = {"parallelism.pipeline": 4, "parallelism.virtual_pipeline": 4,
+                "parallelism.pipeline_schedule": "interleaved", "parallelism.data": 16,
+                "parallelism.expert": 64, "training.global_batch_size": 64}
+
+
+def test_layout_places_mtp_with_the_loss_as_megatron_bridge_deepseek_v3():
+    """Megatron-Bridge's DeepSeek-V3 layout for PP 4 x VP 4 (recipes/deepseek/deepseek_v3.py
+    at 067f987d): embedding + 4 layers first, 4 layers x 14, then 1 layer + MTP + loss."""
+    lay = load_workload("deepseek-v3", {
+        **DSV3_PP4_VP4, "parallelism.pipeline_model_parallel_layout": "Et*4|(t*4|)*14tmL"})
+    part = partition_layers(lay)
+    assert part.layers[0] == (4, 4, 4, 4)
+    assert part.layers[-1] == (4, 4, 4, 1)  # the last global chunk: one layer, MTP, loss
+    assert sum(map(sum, part.layers)) == 61
+    # the simulator's own split of 61 layers over 16 chunks differs (3 on the outermost)
+    own = partition_layers(load_workload("deepseek-v3", DSV3_PP4_VP4))
+    assert own.layers[-1][-1] == 3
+
+
+@pytest.mark.parametrize("layout, allowed", [
+    ("Et*4|(t*4|)*14tL", "places 0 MTP layers (m); model.mtp_num_layers is 1"),
+    ("Et*4|(t*4|)*14tmmL", "places 2 MTP layers (m); model.mtp_num_layers is 1"),
+    ("Et*4|(t*4|)*13,t*3m|ttL", "puts an m outside the last stage or before a t"),
+    ("Et*4|(t*4|)*14mtL", "puts an m outside the last stage or before a t"),
+    ("Et*4|(t*4|)*14txL", "letter 'x'"),
+])
+def test_layout_mtp_rules_are_megatron_cores(layout, allowed):
+    w = load_workload("deepseek-v3", {**DSV3_PP4_VP4,
+                                      "parallelism.pipeline_model_parallel_layout": layout})
+    with pytest.raises(ConfigError, match="pipeline_model_parallel_layout") as info:
+        partition_layers(w)
+    assert allowed in info.value.message()
+
+
+def test_layout_without_mtp_refuses_an_m():
+    lay = load_workload("llama3-405b", {
+        "parallelism.pipeline_model_parallel_layout": "Et*3|(t*4|)*30,t*3mL"})
+    with pytest.raises(ConfigError, match="model.mtp_num_layers is 0"):
+        partition_layers(lay)

@@ -114,7 +114,8 @@ def partition_layers(w: Workload) -> Partition:
                           "cannot be combined with decoder_first/last_pipeline_num_layers "
                           "(Megatron-Core's rule)")
     if layout is not None:
-        counts, note = _from_layout(layout, L, chunks), f"layout {layout}"
+        counts = _from_layout(layout, L, chunks, w.model.mtp_num_layers or 0)
+        note = f"layout {layout}"
     elif first is not None or last is not None:
         stage_of = [0] * chunks
         for (s, _c), (_copy, g) in route.place.items():
@@ -164,13 +165,18 @@ def parse_layout(layout: str) -> list[str]:
     return text.split("|")
 
 
-def _from_layout(layout: str, L: int, chunks: int) -> list[int]:
+def _from_layout(layout: str, L: int, chunks: int, mtp: int = 0) -> list[int]:
+    """Decoder layers per chunk of a Megatron-Core layout string, checked by Megatron-Core's
+    rules (``PipelineParallelLayerLayout.validate_layer_layout``): one E first, one L last,
+    ``num_layers`` t's, ``mtp_num_layers`` m's after every t and all in one stage. The
+    simulator runs the MTP modules with the loss, so an m must sit in L's stage (Megatron's
+    standalone MTP stage, m in a stage of its own, is refused)."""
     field = "parallelism.pipeline_model_parallel_layout"
     segments = parse_layout(layout)
-    bad = sorted(set("".join(segments)) - set("EtL"))
+    bad = sorted(set("".join(segments)) - set("EtmL"))
     if bad:
         raise ConfigError(field, layout, f"letter {bad[0]!r}: use E (embedding), t (decoder "
-                          "layer), L (loss); MTP layers (m) are not modelled here")
+                          "layer), m (multi-token prediction layer), L (loss)")
     if len(segments) != chunks:
         raise ConfigError(field, layout, f"has {len(segments)} stages; pipeline * "
                           f"virtual_pipeline is {chunks}")
@@ -182,6 +188,15 @@ def _from_layout(layout: str, L: int, chunks: int) -> list[int]:
             "".join(segments).count("E") != 1 or "".join(segments).count("L") != 1:
         raise ConfigError(field, layout, "needs one E in the first stage and one L in the "
                           "last (the simulator places the embedding and the loss there)")
+    flat = "".join(segments)
+    if flat.count("m") != mtp:
+        raise ConfigError(field, layout, f"places {flat.count('m')} MTP layers (m); "
+                          f"model.mtp_num_layers is {mtp} (Megatron-Core requires them equal)")
+    if mtp and (segments[-1].count("m") != mtp or "t" in flat[flat.index("m"):]):
+        raise ConfigError(field, layout, "puts an m outside the last stage or before a t: "
+                          "the simulator runs the MTP layers after the decoder layers, with "
+                          "the loss in the last stage (Megatron's standalone MTP stage is "
+                          "not modelled)")
     return counts
 
 
