@@ -108,7 +108,7 @@ QWEN3_MOE = {
     "model.moe.router_load": "uniform",
     "parallelism.tensor": 1, "parallelism.pipeline": 1, "parallelism.data": 8,
     "parallelism.expert": 8, "parallelism.virtual_pipeline": None,
-    "parallelism.pipeline_schedule": "1f1b",
+    "parallelism.pipeline_schedule": "1f1b", "parallelism.pipeline_model_parallel_layout": None,
     "training.global_batch_size": 16, "training.micro_batch_size": 1,
 }
 

@@ -264,7 +264,18 @@ def test_fp8_saves_the_experts_dispatched_input_as_their_gemm_input():
 
 DSV3_PP4_VP4 = {"parallelism.pipeline": 4, "parallelism.virtual_pipeline": 4,
                 "parallelism.pipeline_schedule": "interleaved", "parallelism.data": 16,
-                "parallelism.expert": 64, "training.global_batch_size": 64}
+                "parallelism.expert": 64, "training.global_batch_size": 64,
+                "parallelism.pipeline_model_parallel_layout": None}
+
+
+def test_shipped_deepseek_v3_takes_its_recipes_layout():
+    """workloads/deepseek-v3.yaml is Megatron-Bridge's 1,024-GPU H100 plan (TP 2 PP 8 VP 4),
+    whose recipe sets "Et|(tt|)*30mL": the last global chunk holds only the MTP module and
+    the loss. A plan that changes the stage count is told how to drop the layout."""
+    part = partition_layers(load_workload("deepseek-v3"))
+    assert part.layers[0] == (1, 2, 2, 2) and part.layers[-1] == (2, 2, 2, 0)
+    with pytest.raises(ConfigError, match="=null for the simulator's own split"):
+        partition_layers(load_workload("deepseek-v3", {"parallelism.pipeline": 4}))
 
 
 def test_layout_places_mtp_with_the_loss_as_megatron_bridge_deepseek_v3():

@@ -194,7 +194,8 @@ def test_stacked_parts_are_the_single_parts():
     ("mixtral-8x7b", {"parallelism.pipeline_schedule": "zb_h1"}),
     # a dense first layer, MTP (not re-run, not in W), recompute of the MoE modules only
     ("deepseek-v3", {"training.recompute": "selective", "training.recompute_modules": ["moe"],
-                     "parallelism.pipeline_schedule": "zb_h1"}),
+                     "parallelism.pipeline_schedule": "zb_h1",
+                     "parallelism.pipeline_model_parallel_layout": None}),
 ])
 def test_plan_costs_every_micro_batch_as_the_per_micro_batch_loop(workload, extra):
     """build_plan adds the MoE parts of all chunks and micro-batches in numpy; the

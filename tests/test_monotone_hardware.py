@@ -36,7 +36,8 @@ CASES = [
     ("llama3-8b", "dgx-h100", {"parallelism.context": 2, "model.seq_length": 16384,
                                "parallelism.data": 4}),
     ("deepseek-v3", "dgx-h100", {"parallelism.pipeline_schedule": "dualpipe_v",
-                                 "parallelism.virtual_pipeline": None}),
+                                 "parallelism.virtual_pipeline": None,
+                                 "parallelism.pipeline_model_parallel_layout": None}),
     ("deepseek-v3", "gb300-nvl72", {"training.recompute": "selective",
                                     "training.recompute_modules": ["moe"]}),
     # DeepEP under group-limited routing; an FSDP2 stack that keeps the forward's weights

@@ -136,3 +136,16 @@ def test_search_rejects_bad_arguments():
     t = load_topology("dgx-h100")
     with pytest.raises(ConfigError):
         search("tiny", t, t.max_gpus * 2, executor="serial")
+
+
+def test_a_workloads_layout_does_not_narrow_the_search():
+    """An explicit pipeline layout is one (pipeline, virtual pipeline)'s: the search gives
+    every candidate the simulator's own split, so a workload with a layout (tiny's 4 layers
+    on 2 stages, "Et|ttL") is searched as the same workload without it."""
+    kwargs = dict(top=6, executor="serial", micro_batch_sizes=(1, 2))
+    plain = search("tiny", "dgx-h100", 8, **kwargs)
+    laid = search("tiny", "dgx-h100", 8, overrides={
+        "parallelism.pipeline_model_parallel_layout": "Ett|ttL"}, **kwargs)
+    assert list(laid.plans.plan) == list(plain.plans.plan)
+    assert list(laid.plans.tokens_per_s) == list(plain.plans.tokens_per_s)
+    assert laid.counts["invalid"] == plain.counts["invalid"]

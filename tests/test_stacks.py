@@ -355,6 +355,7 @@ def test_kept_weights_hold_only_gathered_experts():
     unit at a time."""
     over = {"model.num_layers": 4, "model.moe.first_k_dense": 0, "parallelism.pipeline": 1,
             "parallelism.virtual_pipeline": None, "parallelism.pipeline_schedule": "1f1b",
+            "parallelism.pipeline_model_parallel_layout": None,
             "parallelism.data": 8, "parallelism.expert": 8, "parallelism.tensor": 1,
             "model.moe.max_nodes_per_token": None, "training.global_batch_size": 16,
             "training.stack": "nemo-automodel", "training.use_megatron_fsdp": True,

@@ -26,6 +26,8 @@ PLANS = {
     "gb200-nvl72": {"parallelism.tensor": 1, "parallelism.pipeline": 4,
                     "parallelism.virtual_pipeline": 4, "parallelism.data": 64,
                     "parallelism.sequence_parallel": False,
+                    # Megatron-Bridge's layout for PP 4 x VP 4 (validation/moe_step_time.yaml)
+                    "parallelism.pipeline_model_parallel_layout": "Et*4|(t*4|)*14tmL",
                     "training.global_batch_size": 4096},
 }
 PARTS = (("exposed", "exposed dispatch + combine"), ("expert_gemm", "expert GEMMs"),

@@ -179,7 +179,8 @@ def _from_layout(layout: str, L: int, chunks: int, mtp: int = 0) -> list[int]:
                           "layer), m (multi-token prediction layer), L (loss)")
     if len(segments) != chunks:
         raise ConfigError(field, layout, f"has {len(segments)} stages; pipeline * "
-                          f"virtual_pipeline is {chunks}")
+                          f"virtual_pipeline is {chunks} (a layout is one plan's: set "
+                          f"{field}=null for the simulator's own split)")
     counts = [seg.count("t") for seg in segments]
     if sum(counts) != L:
         raise ConfigError(field, layout, f"places {sum(counts)} decoder layers; the model "

@@ -140,6 +140,7 @@ def deepseek_v3() -> list[dict[str, Any]]:
     workload carries Megatron-Bridge's PP8 VP4 plan instead) under 1F1B and DualPipe."""
     rows = []
     own = {"parallelism.pipeline": 16, "parallelism.virtual_pipeline": None,
+           "parallelism.pipeline_model_parallel_layout": None,  # the recipe's is PP8 VP4's
            "parallelism.data": 32, "training.global_batch_size": 120 * 32}
     for name in ("1f1b", "dualpipe"):
         w, t = resolve("deepseek-v3", TOPOLOGY, {**own, "parallelism.pipeline_schedule": name})

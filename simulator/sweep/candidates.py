@@ -85,6 +85,9 @@ class Shape:
             "parallelism.sequence_parallel": self.sp,
             "parallelism.decoder_first_pipeline_num_layers": None,
             "parallelism.decoder_last_pipeline_num_layers": None,
+            # an explicit layout is one (pipeline, virtual_pipeline)'s: every candidate
+            # takes the simulator's split, as with the uneven first / last counts above
+            "parallelism.pipeline_model_parallel_layout": None,
             "training.micro_batch_size": self.mbs,
         }
 
