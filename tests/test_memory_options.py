@@ -295,9 +295,11 @@ def test_layout_places_mtp_with_the_loss_as_megatron_bridge_deepseek_v3():
 @pytest.mark.parametrize("layout, allowed", [
     ("Et*4|(t*4|)*14tL", "places 0 MTP layers (m); model.mtp_num_layers is 1"),
     ("Et*4|(t*4|)*14tmmL", "places 2 MTP layers (m); model.mtp_num_layers is 1"),
-    ("Et*4|(t*4|)*13,t*3m|ttL", "puts an m outside the last stage or before a t"),
-    ("Et*4|(t*4|)*14mtL", "puts an m outside the last stage or before a t"),
+    ("Et*4|(t*4|)*13,t*3m|ttL", "after the last t"),
+    ("Et*4|(t*4|)*14mtL", "after the last t"),
     ("Et*4|(t*4|)*14txL", "letter 'x'"),
+    # a standalone MTP stage must be the last virtual stage of its rank (VP 4: stages 12-15)
+    ("Et*19|(t*6|)*7,m|(|)*6,L", "not the last virtual stage of a pipeline rank"),
 ])
 def test_layout_mtp_rules_are_megatron_cores(layout, allowed):
     w = load_workload("deepseek-v3", {**DSV3_PP4_VP4,
@@ -312,3 +314,41 @@ def test_layout_without_mtp_refuses_an_m():
         "parallelism.pipeline_model_parallel_layout": "Et*3|(t*4|)*30,t*3mL"})
     with pytest.raises(ConfigError, match="model.mtp_num_layers is 0"):
         partition_layers(lay)
+
+
+DSV3_PP16_VP2 = {"parallelism.pipeline": 16, "parallelism.virtual_pipeline": 2,
+                 "parallelism.pipeline_schedule": "interleaved", "parallelism.data": 32,
+                 "parallelism.expert": 64, "training.global_batch_size": 512}
+
+
+def test_standalone_mtp_stage_as_megatron_cores_documented_example():
+    """Megatron-Core's docs partition DeepSeek-V3 with PP 16 x VP 2 as "Et*3|(tt|)*29,m|L":
+    the MTP layer alone in global chunk 30 (rank 14's last virtual stage), the loss alone in
+    chunk 31 (rank 15's). Its parameters and its compute go to rank 14, the final norm and
+    the output layer stay on rank 15."""
+    from simulator.shape.params import mtp_params
+    from simulator.shape.plan_shape import plan_shape
+    from simulator.workload.chunk_cost import ChunkCoster
+
+    w, t = resolve("deepseek-v3", "dgx-h100", {
+        **DSV3_PP16_VP2, "parallelism.pipeline_model_parallel_layout": "Et*3|(tt|)*29,m|L"})
+    part = partition_layers(w)
+    assert part.mtp_chunk == 30 and part.counts[-2:] == (0, 0)
+    # the same split with no MTP layer: an empty chunk 30
+    w0, _ = resolve("deepseek-v3", "dgx-h100", {
+        **DSV3_PP16_VP2, "model.mtp_num_layers": 0,
+        "parallelism.pipeline_model_parallel_layout": "Et*3|(tt|)*29,|L"})
+    shape, shape0 = plan_shape(w), plan_shape(w0)
+    mtp = mtp_params(w)
+    for s in range(16):
+        extra = mtp.dense if s == 14 else 0.0
+        assert shape.params[s].dense == pytest.approx(shape0.params[s].dense + extra)
+    assert shape.mtp(14, 1) and not shape.mtp(15, 1) and shape.last(15, 1)
+    coster = ChunkCoster(w, Topology.from_config(t))
+    f_mtp, _, _ = coster.chunk(14, 1, 0, False, False, ops=False)
+    f_loss, _, _ = coster.chunk(15, 1, 0, False, True, ops=False)
+    assert f_mtp.duration > 0 and f_loss.duration > 0
+    # the whole step runs, and the MTP stage is not the loss stage
+    r = simulate("deepseek-v3", "dgx-h100", {
+        **DSV3_PP16_VP2, "parallelism.pipeline_model_parallel_layout": "Et*3|(tt|)*29,m|L"})
+    assert r.step_time_s > 0 and r.fits_in_memory in (True, False)

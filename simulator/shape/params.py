@@ -65,7 +65,8 @@ def layer_params(w: Workload, moe_layer: bool) -> StageParams:
 
 
 def mtp_params(w: Workload) -> StageParams:
-    """``mtp_num_layers`` multi-token-prediction modules on one GPU of the last stage.
+    """``mtp_num_layers`` multi-token-prediction modules on one GPU of the stage that runs
+    them (the last, or a layout's standalone MTP stage).
 
     Each (DeepSeek-V3 sec. 2.2; Megatron-Core ``MultiTokenPredictionLayer``): two
     RMSNorms (``2h``), the projection of the concatenated ``[h; h]`` to ``h``
@@ -134,10 +135,13 @@ def _with_tables(w: Workload, partition: Partition, stage: int, dense: float,
     """Add the embedding / output tables and the final norm where ``stage`` holds them."""
     dense += sum(stage_tables(w, partition, stage))
     last_g = len(partition.counts) - 1
+    mtp_g = last_g if partition.mtp_chunk is None else partition.mtp_chunk
     for g in partition.place[stage]:
         if g == last_g:
+            dense += w.model.hidden_size  # final norm
+        if g == mtp_g:  # multi-token prediction: with the loss, or a stage of its own
             mtp = mtp_params(w)
-            dense += w.model.hidden_size + mtp.dense  # final norm, multi-token prediction
+            dense += mtp.dense
             expert += mtp.expert
     return StageParams(dense=dense, expert=expert)
 

@@ -7,8 +7,10 @@ Rules, in order:
    (Megatron-Core's uneven pipeline split). The middle must divide evenly; with
    virtual pipelining each stage's layers split evenly over its ``vp`` chunks
    (``get_num_layers_to_build``), so each count must divide by ``vp``.
-0. ``pipeline_model_parallel_layout`` (Megatron-Core's string, e.g. ``"Et*3|(tt|)*29|L"``)
-   gives every chunk's layers explicitly; it excludes the options below.
+0. ``pipeline_model_parallel_layout`` (Megatron-Core's string, e.g. ``"Et*3|(tt|)*29,m|L"``:
+   E embedding, t decoder layer, m multi-token-prediction layer, L loss) gives every
+   chunk's layers explicitly; it excludes the options below. The MTP layers run with the
+   loss, or in the standalone stage the layout names (``Partition.mtp_chunk``).
 1b. ``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split``
    count the embedding / the loss as one layer: ``L + 1 (+1)`` split evenly over the
    ``pp*vp`` chunks (it must divide), the first / last chunk builds one decoder layer
@@ -50,6 +52,9 @@ class Partition:
     layers: tuple[tuple[int, ...], ...]
     note: str
     place: tuple[tuple[int, ...], ...] | None = None
+    # global chunk holding the multi-token-prediction layers when a layout puts them in a
+    # stage of their own (Megatron-Core's standalone MTP); None: with the loss, the last chunk
+    mtp_chunk: int | None = None
 
     def __post_init__(self) -> None:
         if self.place is None:
@@ -113,8 +118,9 @@ def partition_layers(w: Workload) -> Partition:
         raise ConfigError("parallelism.account_for_embedding_in_pipeline_split", emb,
                           "cannot be combined with decoder_first/last_pipeline_num_layers "
                           "(Megatron-Core's rule)")
+    mtp_chunk = None
     if layout is not None:
-        counts = _from_layout(layout, L, chunks, w.model.mtp_num_layers or 0)
+        counts, mtp_chunk = _from_layout(layout, L, chunks, w.model.mtp_num_layers or 0, p)
         note = f"layout {layout}"
     elif first is not None or last is not None:
         stage_of = [0] * chunks
@@ -136,7 +142,7 @@ def partition_layers(w: Workload) -> Partition:
                               f"num_layers ({L})")
     place = tuple(tuple(route.place[(s, c)][1] for c in range(vp)) for s in range(p))
     layers = tuple(tuple(counts[g] for g in row) for row in place)
-    return Partition(layers=layers, note=note, place=place)
+    return Partition(layers=layers, note=note, place=place, mtp_chunk=mtp_chunk)
 
 
 def _outer_first(L: int, chunks: int) -> list[int]:
@@ -165,12 +171,14 @@ def parse_layout(layout: str) -> list[str]:
     return text.split("|")
 
 
-def _from_layout(layout: str, L: int, chunks: int, mtp: int = 0) -> list[int]:
-    """Decoder layers per chunk of a Megatron-Core layout string, checked by Megatron-Core's
-    rules (``PipelineParallelLayerLayout.validate_layer_layout``): one E first, one L last,
-    ``num_layers`` t's, ``mtp_num_layers`` m's after every t and all in one stage. The
-    simulator runs the MTP modules with the loss, so an m must sit in L's stage (Megatron's
-    standalone MTP stage, m in a stage of its own, is refused)."""
+def _from_layout(layout: str, L: int, chunks: int, mtp: int = 0, pp: int = 1
+                 ) -> tuple[list[int], int | None]:
+    """Decoder layers per chunk of a Megatron-Core layout string, and the global chunk of a
+    standalone MTP stage (None: the MTP layers, if any, run with the loss), checked by
+    Megatron-Core's rules (``PipelineParallelLayerLayout.validate_layer_layout``): one E
+    first, one L last, ``num_layers`` t's, ``mtp_num_layers`` m's after every t, all in one
+    stage, and that stage the last virtual stage of its pipeline rank (``pp`` ranks; segment
+    ``g`` is virtual stage ``g // pp`` of rank ``g % pp``)."""
     field = "parallelism.pipeline_model_parallel_layout"
     segments = parse_layout(layout)
     bad = sorted(set("".join(segments)) - set("EtmL"))
@@ -193,12 +201,21 @@ def _from_layout(layout: str, L: int, chunks: int, mtp: int = 0) -> list[int]:
     if flat.count("m") != mtp:
         raise ConfigError(field, layout, f"places {flat.count('m')} MTP layers (m); "
                           f"model.mtp_num_layers is {mtp} (Megatron-Core requires them equal)")
-    if mtp and (segments[-1].count("m") != mtp or "t" in flat[flat.index("m"):]):
-        raise ConfigError(field, layout, "puts an m outside the last stage or before a t: "
-                          "the simulator runs the MTP layers after the decoder layers, with "
-                          "the loss in the last stage (Megatron's standalone MTP stage is "
-                          "not modelled)")
-    return counts
+    if not mtp:
+        return counts, None
+    holders = [g for g, seg in enumerate(segments) if "m" in seg]
+    if len(holders) != 1 or "t" in flat[flat.index("m"):]:
+        raise ConfigError(field, layout, "needs every m in one stage, after the last t "
+                          "(Megatron-Core: decoder layers before MTP layers, all MTP layers "
+                          "in one virtual stage)")
+    g = holders[0]
+    if g == chunks - 1:
+        return counts, None
+    if g // pp != chunks // pp - 1:
+        raise ConfigError(field, layout, f"puts the MTP layers in stage {g}, not the last "
+                          "virtual stage of a pipeline rank (Megatron-Core's rule for a "
+                          "standalone MTP stage)")
+    return counts, g
 
 
 def _accounted(L: int, chunks: int, emb: bool, loss: bool) -> tuple[list[int], str]:

@@ -72,6 +72,14 @@ class PlanShape:
         """Whether (stage, chunk) holds the output layer and the loss."""
         return self.route.last(stage, chunk)
 
+    def mtp(self, stage: int, chunk: int) -> bool:
+        """Whether (stage, chunk) runs the multi-token-prediction layers: the loss's chunk,
+        or the standalone MTP stage a layout names (``Partition.mtp_chunk``)."""
+        g = self.partition.mtp_chunk
+        if g is None:
+            return self.last(stage, chunk)
+        return self.route.place[(stage, chunk)][1] == g
+
 
 def plan_shape(w: Workload, partition: Partition | None = None) -> PlanShape:
     """The shape of ``w``'s plan (``partition``: its layer split, if already made); raises

@@ -153,14 +153,15 @@ class ChunkCoster:
         if plain:
             b.extend(self.dense_plain_bwd, plain, ops)
 
-    def chunk_kind(self, s: int, c: int) -> tuple[bool, bool, int] | None:
+    def chunk_kind(self, s: int, c: int) -> tuple[bool, bool, bool, int] | None:
         """A key under which :meth:`chunk` gives the same phases for every (stage, chunk)
         that has it: without MoE layers or offloading, a chunk's costs depend only on
         whether it holds the embedding / the output and on its layer count (recompute
         goes by position in the chunk). None where they may depend on more."""
         if self.moe is not None or self.offload_layers:
             return None
-        return self.shape.first(s, c), self.shape.last(s, c), len(self.shape.layer_ids(s, c))
+        return (self.shape.first(s, c), self.shape.last(s, c), self.shape.mtp(s, c),
+                len(self.shape.layer_ids(s, c)))
 
     def collect(self, s: int, c: int, mb: int, first: bool, last: bool
                 ) -> tuple[Phase, Phase, float, list[tuple[int, bool, bool]]]:
@@ -170,7 +171,8 @@ class ChunkCoster:
         offloaded layers; only the MoE layer ids differ."""
         moe, ids = self.w.model.moe, self.shape.layer_ids(s, c)
         kinds = tuple(is_moe_layer(moe, layer) for layer in ids)
-        key = (first, last, kinds, sum(layer < self.offload_layers for layer in ids))
+        mtp = self.shape.mtp(s, c)
+        key = (first, last, mtp, kinds, sum(layer < self.offload_layers for layer in ids))
         hit = self._collected.get(key)
         if hit is None:
             layers: list[tuple[int, bool, bool]] = []
@@ -179,7 +181,7 @@ class ChunkCoster:
         f, b, wg, flags = hit
         m = self.w.model
         moe_ids = [layer for layer, k in zip(ids, kinds, strict=True) if k]
-        if last:
+        if mtp:
             moe_ids += [layer for layer in range(m.num_layers, m.num_layers + m.mtp_num_layers)
                         if is_moe_layer(moe, layer)]
         return f, b, wg, [(layer, *x) for layer, x in zip(moe_ids, flags, strict=True)]
@@ -234,8 +236,9 @@ class ChunkCoster:
         moved = sum(layer < self.offload_layers for layer in self.shape.layer_ids(s, c))
         if moved and self.offload is not None:
             f.extend(self.offload[0], moved, ops), b.extend(self.offload[1], moved, ops)
-        if last:
+        if self.shape.mtp(s, c):
             self._mtp(f, b, mb, ops, moe_layers)
+        if last:
             f.extend(self.output[0], ops=ops)
         if first:
             b.extend(self.embed[1], ops=ops)
@@ -243,8 +246,9 @@ class ChunkCoster:
 
     def _mtp(self, f: Phase, b: Phase, mb: int, ops: bool,
              moe_layers: list[tuple[int, bool, bool]] | None) -> None:
-        """Multi-token-prediction modules on the last chunk: each one more decoder layer
-        of the last layer's kind and one more output layer + loss (DeepSeek-V3 sec. 2.2)."""
+        """Multi-token-prediction modules on their chunk (the last, or a layout's standalone
+        MTP stage): each one more decoder layer of the last layer's kind and one more output
+        layer + loss (DeepSeek-V3 sec. 2.2)."""
         m = self.w.model
         for k in range(m.mtp_num_layers):
             layer = m.num_layers + k
