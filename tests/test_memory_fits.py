@@ -166,6 +166,7 @@ def test_megatron_estimator_cross_check(h100, over):
 
 
 SAVINGS_OFF = {"training.activation_func_fp8_input_store": False,
+               "training.attention_output_store_bits": 16,
                "training.use_precision_aware_optimizer": False,
                "training.exp_avg_dtype": "fp32", "training.exp_avg_sq_dtype": "fp32"}
 
@@ -173,8 +174,8 @@ SAVINGS_OFF = {"training.activation_func_fp8_input_store": False,
 def test_deepseek_v3_h800_plan_fits_with_its_stated_savings():
     # DeepSeek-V3's own run (workloads/deepseek-v3-h800.yaml: PP 16 DualPipe, EP 64, ZeRO-1
     # data parallel, no TP, 2048 H800 of 80 GB). With the memory savings the report states it
-    # fits; without the FP8 SwiGLU input and the BF16 moments it does not. (The E5M6
-    # attention output is not modelled: the fit is conservative.)
+    # fits (the MTP module's layer and logits counted on the last stage); without the FP8
+    # SwiGLU input, the E5M6 attention output and the BF16 moments it does not.
     def report(over):
         w, t = resolve("deepseek-v3-h800", "h800", over)
         return estimate_memory(w, Topology.from_config(t))
@@ -185,3 +186,27 @@ def test_deepseek_v3_h800_plan_fits_with_its_stated_savings():
     # each stated saving lowers the peak: the FP8 SwiGLU input, then the BF16 moments
     fp8_only = report({k: v for k, v in SAVINGS_OFF.items() if "fp8_input" not in k})
     assert plain.worst.total > fp8_only.worst.total > saved.worst.total
+    # the E5M6 cache of the attention output alone: 4 of 16 bits of each layer's a*v output
+    e5m6_off = report({"training.attention_output_store_bits": 16})
+    assert e5m6_off.worst.total > saved.worst.total
+
+
+def test_mtp_layer_and_logits_are_held_where_they_run(h100):
+    """One MTP module (DeepSeek-V3) adds, on the stage that runs it, one layer of the last
+    layer's kind and the two inputs of its projection for each micro-batch whose head inputs
+    the stage holds, and one more set of head logits; nothing on the other stages."""
+    from simulator.memory.activations import activation_bytes_per_layer, output_activation_bytes
+
+    over = {"parallelism.pipeline_model_parallel_layout": None,
+            "model.moe.router_load": "uniform",  # every expert at its mean load
+            "training.recompute": "selective", "training.recompute_modules": ["mla_up_proj"]}
+    def stages(mtp):
+        w = load_workload("deepseek-v3", {**over, "model.mtp_num_layers": mtp})
+        return w, [st.activations for st in estimate_memory(w, h100).stages]
+    w, with_mtp = stages(1)
+    _, without = stages(0)
+    assert with_mtp[:-1] == without[:-1]
+    layer = activation_bytes_per_layer(w, True) + 2 * activation_bytes_per_layer(w, True,
+                                                                               recompute="full")
+    # interleaved 1F1B holds one micro-batch's head inputs on the last stage
+    assert with_mtp[-1] - without[-1] == pytest.approx(layer + output_activation_bytes(w))

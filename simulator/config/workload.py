@@ -343,6 +343,12 @@ class TrainingConfig(Schema):
     # input for the backward as FP8, 1 byte per element (Megatron-Core fused_bias_swiglu.py
     # SwiGLUFunction / WeightedSwiGLUFunction, fp8_input_store; simulator/memory/activations.py).
     activation_func_fp8_input_store: bool = False
+    # Bits per element in which the attention output (the core's output, kept for its own
+    # backward and for the output projection's weight gradient) is cached: 16, or 12 for
+    # DeepSeek-V3's E5M6 (DeepSeek-AI 2024, arXiv:2412.19437, Sec. 3.3 "Low-Precision
+    # Storage": "the inputs of the Linear after the attention operator" in E5M6). No
+    # Megatron-Core argument sets it; it states a published run's memory saving.
+    attention_output_store_bits: Literal[16, 12] = 16
     # --cpu-offloading: activations of the first `cpu_offloading_num_layers` layers of
     # a chunk go to host memory over the host link and come back for the backward.
     cpu_offloading: bool = False

@@ -164,11 +164,14 @@ def _attention_saved_bytes(w: Workload) -> tuple[float, float]:
     computed with, and of the output too under delayed scaling (TE
     ``dot_product_attention/backends.py`` FusedAttnFunc: ``fp8_tensors = (q_fp8, k_fp8,
     v_fp8, out_fp8)``; with current scaling's 16-bit output and with MXFP8 the output is
-    kept in 16-bit; MXFP8's block scales, 1/32 byte per element, are left out)."""
+    kept in 16-bit; MXFP8's block scales, 1/32 byte per element, are left out). The output in
+    ``training.attention_output_store_bits`` (12 for DeepSeek-V3's E5M6 cache) where that is
+    fewer than 16."""
     tr = w.training
+    out = tr.attention_output_store_bits / 8.0  # 2 B, or DeepSeek-V3's E5M6 (1.5 B)
     if not (tr.fp8_dot_product_attention and tr.precision_type.scaled):
-        return BYTES_16, BYTES_16
-    return 1.0, (1.0 if tr.fp8_recipe == "delayed" else BYTES_16)
+        return BYTES_16, out
+    return 1.0, (1.0 if tr.fp8_recipe == "delayed" else out)
 
 
 def _recompute_for(w: Workload, recompute: str | None) -> Recompute:

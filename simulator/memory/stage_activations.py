@@ -21,6 +21,15 @@ last the output layer's inputs and fp32 logits for as many micro-batches as the
 schedule says it holds (:meth:`~simulator.schedules.Schedule.outputs_held`: one, all
 under GPipe), plus the 16-bit logits beside them while the loss runs
 (:func:`~.activations.logits_transient_bytes`). Korthikanti et al. 2022, Sections 4.2-4.3 and 5.
+
+Multi-token prediction (``mtp_num_layers``): the stage that runs the MTP layers keeps, per
+MTP layer and micro-batch it holds, one layer of the last layer's kind and the two inputs of
+its projection (the hidden states and the shifted embedding); under full recompute only
+those two inputs (Megatron-Core ``MultiTokenPredictionLayer._checkpointed_forward``
+checkpoints the whole layer). Beside the loss it holds them for the micro-batches whose head
+inputs it holds (``outputs_held``), in a standalone stage for its in-flight count. The loss
+stage holds each MTP head's logits as it holds the main head's (``process_mtp_loss`` runs
+there with the shared output layer).
 """
 
 from __future__ import annotations
@@ -93,9 +102,26 @@ def stage_activations(w: Workload, partition: Partition, stage: int,
     device = in_flight * kept + working + buffer
     if stage == 0:
         device += in_flight * embedding_activation_bytes(w)
+    par = w.parallelism
+    held = schedule_of(par).outputs_held(par.pipeline, w.num_microbatches, par.vp)
+    mtp = w.model.mtp_num_layers or 0
+    if mtp and stage == _mtp_stage(partition):
+        last_kind = w.model.num_layers - 1  # an MTP layer is of the last layer's kind
+        if rc.full:  # checkpointed whole: its two inputs (hidden states, shifted embedding)
+            layer = 2 * per_layer(last_kind, "full")
+        else:  # the layer's own activations, and the two normed inputs of its projection
+            layer = per_layer(last_kind) + 2 * per_layer(last_kind, "full")
+        # beside the loss the MTP layers live as long as the head's inputs (the schedule's
+        # outputs held); in a stage of their own, as long as that stage's chunks
+        device += (held if partition.mtp_chunk is None else in_flight) * mtp * layer
     if stage == partition.num_stages - 1:
-        par = w.parallelism
-        held = schedule_of(par).outputs_held(par.pipeline, w.num_microbatches, par.vp)
-        device += held * output_activation_bytes(w)
+        device += held * (1 + mtp) * output_activation_bytes(w)  # each MTP head's logits too
         device += logits_transient_bytes(w)
     return StageActivations(device=device, host=in_flight * host)
+
+
+def _mtp_stage(partition: Partition) -> int:
+    """The stage whose chunk runs the MTP layers: the last, or a layout's standalone one."""
+    if partition.mtp_chunk is None:
+        return partition.num_stages - 1
+    return next(s for s, row in enumerate(partition.place) if partition.mtp_chunk in row)

@@ -239,6 +239,7 @@ class ChunkCoster:
         if self.shape.mtp(s, c):
             self._mtp(f, b, mb, ops, moe_layers)
         if last:
+            self._mtp_logits(f, b, ops)
             f.extend(self.output[0], ops=ops)
         if first:
             b.extend(self.embed[1], ops=ops)
@@ -247,19 +248,33 @@ class ChunkCoster:
     def _mtp(self, f: Phase, b: Phase, mb: int, ops: bool,
              moe_layers: list[tuple[int, bool, bool]] | None) -> None:
         """Multi-token-prediction modules on their chunk (the last, or a layout's standalone
-        MTP stage): each one more decoder layer of the last layer's kind and one more output
-        layer + loss (DeepSeek-V3 sec. 2.2)."""
+        MTP stage): each one more decoder layer of the last layer's kind (DeepSeek-V3 sec.
+        2.2), recomputed as the model's layers are: under full recompute Megatron-Core
+        checkpoints the whole MTP layer (``MultiTokenPredictionLayer._checkpointed_forward``,
+        routed experts included), under selective recompute its inner layer applies the
+        recompute modules. Its logits and loss run with the main loss (:meth:`_mtp_logits`)."""
         m = self.w.model
+        redo = self.recompute_moe
         for k in range(m.mtp_num_layers):
             layer = m.num_layers + k
             if self.moe is not None and is_moe_layer(m.moe, layer) and moe_layers is not None:
-                moe_layers.append((layer, False, False))  # collect mode: parts added by moe_plan
+                moe_layers.append((layer, redo, False))  # collect mode: parts added by moe_plan
                 f.extend(self.moe_base[0], ops=ops), b.extend(self.moe_base[1], ops=ops)
             elif self.moe is not None and is_moe_layer(m.moe, layer):
                 fp, bp = self.moe.part(layer, mb, False), self.moe.part(layer, mb, True)
                 self.ep_parts += [fp, bp]
                 f.extend(self.moe_base[0], ops=ops), f.extend(moe_phase(fp, ops), ops=ops)
-                b.extend(moe_phase(bp, ops), ops=ops), b.extend(self.moe_base[1], ops=ops)
+                b.extend(moe_phase(bp, ops), ops=ops)
+                if redo:  # the re-run forward of the routed part
+                    rp = self.moe.part(layer, mb, "redo")
+                    self.ep_parts.append(rp)
+                    b.extend(moe_phase(rp, ops), ops=ops)
+                b.extend(self.moe_base[1], ops=ops)
             else:
                 f.extend(self.dense[0], ops=ops), b.extend(self.dense[1], ops=ops)
+
+    def _mtp_logits(self, f: Phase, b: Phase, ops: bool) -> None:
+        """Each MTP module's output layer and loss, on the loss's chunk (Megatron-Core
+        ``process_mtp_loss`` runs on the post-process rank with the shared output head)."""
+        for _ in range(self.w.model.mtp_num_layers):
             f.extend(self.output[0], ops=ops), b.extend(self.output[1], ops=ops)
