@@ -173,3 +173,17 @@ def test_serve_on_a_port_in_use_is_one_line_exit_2(capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("clustersim: error: --port = ") and "cannot listen" in err
     assert len(err.splitlines()) == 1
+
+
+def test_a_recipes_layout_is_a_field_the_page_can_clear():
+    """DeepSeek-V3 ships its recipe's layout; a page that changes the pipeline gets the
+    CLI's message, and clearing the layout field (null) gives the simulator's split."""
+    body = {"workload": "deepseek-v3", "topology": "dgx-h100",
+            "overrides": {"parallelism.pipeline": 4}}
+    with pytest.raises(ConfigError, match="pipeline_model_parallel_layout"):
+        resolve_request(body)
+    body["overrides"]["parallelism.pipeline_model_parallel_layout"] = None
+    w, _ = resolve_request(body)
+    assert w.parallelism.pipeline == 4 and w.parallelism.pipeline_model_parallel_layout is None
+    fields = compute.detail({"workload": "deepseek-v3", "topology": "dgx-h100"})["fields"]
+    assert fields["parallelism.pipeline_model_parallel_layout"] == "Et|(tt|)*30mL"

@@ -25,6 +25,7 @@ WORKLOAD_FIELDS = (
     "parallelism.tensor", "parallelism.pipeline", "parallelism.context",
     "parallelism.expert", "parallelism.virtual_pipeline", "parallelism.data",
     "parallelism.sequence_parallel", "parallelism.pipeline_schedule",
+    "parallelism.pipeline_model_parallel_layout",
     "training.micro_batch_size", "training.global_batch_size", "training.precision",
     "training.recompute", "model.seq_length", "model.moe.token_dispatcher_type",
     "training.stack",
