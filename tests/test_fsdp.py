@@ -305,3 +305,18 @@ def test_fsdp_copy_kernels_are_hbm_traffic_per_gathered_and_reduced_parameter():
 def test_no_fsdp_breakdown_without_sharded_gradients():
     r = simulate("llama3-8b", "dgx-h100")
     assert r.fsdp_breakdown_s == {}
+
+
+def test_run_prints_the_fsdp_split(capsys):
+    over = fsdp("optim_grads_params", **{"training.stack": "torchtitan"})
+    argv = ["run", "llama3-8b", "-t", "dgx-h100"]
+    for key, value in over.items():
+        argv += ["--set", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "FSDP (bottleneck stage, whole step; part of the exposed dp time):" in out
+    for label in ("collectives exposed", "copy kernels", "overlap slowdown"):
+        assert label in out
+    # without sharded gradients there is no FSDP section
+    assert main(["run", "llama3-8b", "-t", "dgx-h100"]) == 0
+    assert "FSDP (" not in capsys.readouterr().out
