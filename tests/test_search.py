@@ -149,3 +149,11 @@ def test_a_workloads_layout_does_not_narrow_the_search():
     assert list(laid.plans.plan) == list(plain.plans.plan)
     assert list(laid.plans.tokens_per_s) == list(plain.plans.tokens_per_s)
     assert laid.counts["invalid"] == plain.counts["invalid"]
+
+
+def test_cli_search_says_a_workloads_layout_is_not_searched(capsys):
+    assert main(["search", "tiny", "-t", "dgx-h100", "--gpus", "8", "--top", "2",
+                 "--executor", "serial", "--set",
+                 "parallelism.pipeline_model_parallel_layout=Ett|ttL"]) == 0
+    assert "note: the workload's pipeline layout 'Ett|ttL' is its own plan's" in \
+        capsys.readouterr().err

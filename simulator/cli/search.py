@@ -18,7 +18,7 @@ import sys
 
 import pandas as pd
 
-from ..config import load_topology
+from ..config import load_topology, load_workload
 from ..errors import ConfigError
 from ..hardware import usable_hbm_bytes
 from ..sweep import SearchResult, search
@@ -109,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
     if head is not None:  # after the search: an error stays one line
         print(f"note: plans must leave {head:.3g} GB free per GPU (--memory-headroom "
               f"{args.memory_headroom}; 0 ranks plans to the last byte)", file=sys.stderr)
+    layout = load_workload(args.workload, sets).parallelism.pipeline_model_parallel_layout
+    if layout is not None:
+        print(f"note: the workload's pipeline layout {layout!r} is its own plan's; every "
+              "candidate takes the simulator's split", file=sys.stderr)
     fmt = output_format(args)
     if fmt == "json":
         docs = [r.to_dict() for r in results]
