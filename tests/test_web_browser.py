@@ -169,3 +169,19 @@ def test_search_from_the_page_sorts_and_loads_a_row(browser):
     tp = driver.find_element(By.ID, "f-tp").get_attribute("value")
     assert f"TP{tp} " in f"{plan} " or (tp == "1" and "TP" not in plan)
     assert driver.find_element(By.ID, "tab-editor").is_displayed()
+
+
+def test_an_fsdp_step_shows_what_its_dp_time_is_made_of(browser):
+    from urllib.parse import urlencode
+
+    driver, url = browser
+    over = {"training.use_megatron_fsdp": True, "training.stack": "torchtitan",
+            "training.data_parallel_sharding_strategy": "optim_grads_params"}
+    open_page(driver, url + "/#" + urlencode({"w": "llama3-8b", "t": "dgx-h100",
+                                               "o": json.dumps(over)}))
+    text = driver.find_element(By.ID, "fsdp-split").text
+    assert text.startswith("FSDP, of the exposed DP time:")
+    for label in ("collectives exposed", "copy kernels", "overlap slowdown"):
+        assert label in text
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors

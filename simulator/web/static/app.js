@@ -216,6 +216,9 @@ function breakdownLabel(k) {
   return {compute: "compute", bubble: "pipeline bubble", variability: "wait for slow peers",
     host: "host launch stall"}[k] || `exposed ${k.toUpperCase()} comm`;
 }
+// Result.fsdp_breakdown_s (simulator/workload/fsdp.py FSDP_KEYS), as `clustersim run` prints it
+const FSDP_LABELS = {exposed_collectives: "collectives exposed", copy_kernels: "copy kernels",
+  overlap_slowdown: "overlap slowdown"};
 function renderBreakdown(r) {
   const box = $("#breakdown"); box.replaceChildren();
   const max = Math.max(...Object.values(r.breakdown_s), 1e-12);
@@ -224,6 +227,11 @@ function renderBreakdown(r) {
     const fill = el("div", {class: "fill"}); fill.style.width = `${(v / max) * 100}%`; fill.style.background = COLORS[k] || "#888";
     box.append(el("div", {class: "hbar"}, el("span", {text: breakdownLabel(k)}),
       el("div", {class: "track"}, fill), el("span", {class: "num", text: `${seconds(v)} · ${(v / r.step_time_s * 100).toFixed(1)} %`})));
+  }
+  const fsdp = Object.entries(r.fsdp_breakdown_s || {});
+  if (fsdp.length) {  // what the exposed DP time of an FSDP step is made of
+    box.append(el("div", {class: "hint", id: "fsdp-split", text: "FSDP, of the exposed DP time: "
+      + fsdp.map(([k, v]) => `${FSDP_LABELS[k] || k} ${seconds(v)}`).join(", ")}));
   }
 }
 function renderMemory(d) {
