@@ -227,14 +227,14 @@ def _microbatch_traffic(fwd: np.ndarray, bwd: np.ndarray, n: int, gather: float,
     bgather = 0.0 if keep else gather
     f = _traffic(fwd, n, gather, 0.0, fcopy, slowdown, depth, parts)
     runs = np.flatnonzero(bwd)
-    last = bwd.copy()
-    if outer > 0 and runs.size:  # HSDP: the chunk's last backward also reduces outer
-        last[:] = 0.0
-        last[runs[-1]] = bwd[runs[-1]]
-        bwd = np.where(last > 0, 0.0, bwd)
-    b = _traffic(bwd, n, bgather, reduce, bcopy, slowdown, depth, parts)
-    if outer > 0 and runs.size:
-        b = b + _traffic(last, n, bgather, reduce + outer, bcopy, slowdown, depth, parts)
+    if not (outer > 0 and runs.size):
+        return f, _traffic(bwd, n, bgather, reduce, bcopy, slowdown, depth, parts)
+    # HSDP: the chunk's last backward also reduces across the instances
+    last = np.zeros_like(bwd)
+    last[runs[-1]] = bwd[runs[-1]]
+    rest = np.where(last > 0, 0.0, bwd)
+    b = _traffic(rest, n, bgather, reduce, bcopy, slowdown, depth, parts) \
+        + _traffic(last, n, bgather, reduce + outer, bcopy, slowdown, depth, parts)
     return f, b
 
 
