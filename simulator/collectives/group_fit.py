@@ -6,6 +6,11 @@ protocol) of the topology's tier 0 by least squares on log bus bandwidth, to the
 ``validation/collectives/nvlink5_groups.yaml`` marked ``fit: true``, with the tier's other
 constants (per-step latency, NVLS curve) as in the topology file; then prints every group's
 points, predicted against measured. Units: GB/s (nccl-tests busbw), bytes, microseconds.
+
+A group may also list ``times_us`` (``[[bytes, us], ...]``, nccl-tests' out-of-place time):
+below about 128 B the busbw column rounds to 0.00, so a sweep that starts at 8 B is compared
+(and, marked ``fit: true``, fitted) on its times; such a group's residuals are its times only,
+so its busbw ``points`` do not count twice.
 """
 
 from __future__ import annotations
@@ -36,6 +41,11 @@ def predicted_busbw(topo: Topology, ranks: int, nbytes: float, algo: str | None)
     return bus_bandwidth("all_reduce", nbytes, ranks, seconds) / 1e9
 
 
+def predicted_time_us(topo: Topology, ranks: int, nbytes: float, algo: str | None) -> float:
+    """nccl-tests all-reduce time the model gives for ``ranks`` consecutive GPUs, us."""
+    return collective_time("all_reduce", nbytes, topo.place(ranks), topo, algo) * 1e6
+
+
 def _topology(name: str, values: np.ndarray | None = None) -> Topology:
     over = {} if values is None else {f"tiers.0.{k}": float(v)
                                       for k, v in zip(PARAMS, values, strict=True)}
@@ -43,10 +53,18 @@ def _topology(name: str, values: np.ndarray | None = None) -> Topology:
 
 
 def residuals(name: str, values: np.ndarray | None, groups: list[dict]) -> np.ndarray:
-    """log(predicted / measured) of every point of ``groups``."""
+    """log(predicted / measured) bus bandwidth of every point of ``groups`` (for a group
+    with ``times_us``: log(measured / predicted) time, the same quantity at every size)."""
     topo = _topology(name, values)
-    return np.array([np.log(predicted_busbw(topo, g["ranks"], s, g.get("algo")) / v)
-                     for g in groups for s, v in g["points"]])
+    out = []
+    for g in groups:
+        if "times_us" in g:
+            out += [np.log(t / predicted_time_us(topo, g["ranks"], s, g.get("algo")))
+                    for s, t in g["times_us"]]
+        else:
+            out += [np.log(predicted_busbw(topo, g["ranks"], s, g.get("algo")) / v)
+                    for s, v in g["points"]]
+    return np.array(out)
 
 
 def fit(name: str, groups: list[dict]) -> tuple[np.ndarray, float]:
@@ -75,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         if g["topology"] != name:
             continue
         print(f"{g['group']} ({g['ranks']} GPUs, fit: {bool(g.get('fit'))})")
+        if "times_us" in g:
+            for s, t in g["times_us"]:
+                p = predicted_time_us(topo, g["ranks"], s, g.get("algo"))
+                print(f"  {s:>12d} B  measured {t:9.2f} us  model {p:9.2f} us  {p / t - 1:+6.1%}")
+            continue
         for s, v in g["points"]:
             p = predicted_busbw(topo, g["ranks"], s, g.get("algo"))
             print(f"  {s:>12d} B  measured {v:8.2f}  model {p:8.2f}  {p / v - 1:+6.1%}")
