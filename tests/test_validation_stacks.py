@@ -86,7 +86,8 @@ def test_megatron_stack_and_long_band_meet_the_source_out_bar(records):
 
 def test_fsdp_and_fp8_stacks_beat_the_megatron_profile(records):
     # PyTorch FSDP1 / FSDP2 + float8 runs: their own profile against Megatron's kernels
-    mine = {r["id"]: r["error"] for r in records if r["stack"] in ("fsdp1", "torchtitan")}
+    mine = {r["id"]: r["error"] for r in records if r["stack"] in ("fsdp1", "torchtitan")
+            and r["source"] in ("fms-fsdp-readme", "pytorch-blog-float8-fsdp2")}
     assert len(mine) >= 8
     cases = {c.id: c for c in load_cases(FOLDER)}
     other = {}
@@ -105,6 +106,27 @@ def test_fsdp_and_fp8_stacks_beat_the_megatron_profile(records):
     # predicted 1.41x), its 405B rows on 512 GPUs 6-9 % too fast (micro-batch 4 searched)
     assert statistics.median(abs(e) for e in mine.values()) <= 0.08, mine
     assert max(abs(e) for e in mine.values()) <= 0.20, mine
+
+
+def test_torchao_readme_h100_fp8_gain_as_measured(records):
+    # torchao's float8 README, Llama 3 8B on 8 H100 with per-op SAC: float8 tensorwise runs
+    # 1.250x the bf16 tokens/s; the model's gain is within 3 % of it
+    by = {r["id"]: r for r in records if r["source"] == "torchao-float8-readme"}
+    bf16, fp8 = by["torchao-readme-8b-h100-bf16"], by["torchao-readme-8b-h100-fp8"]
+    measured = bf16["measured"] / fp8["measured"]
+    predicted = bf16["predicted"] / fp8["predicted"]
+    assert measured == pytest.approx(1.25, abs=0.005)
+    assert predicted == pytest.approx(measured, rel=0.03)
+
+
+@pytest.mark.xfail(strict=True, reason="both rows run 20 % slower than predicted, and "
+                   "the FP8 gain is right (test above); the source's own tutorial shows a "
+                   "95 GiB H100 part (not the 80 GB DGX H100 modelled), power limit unknown: "
+                   "validation/analysis.md, torchao section")
+def test_torchao_readme_h100_steps_within_10_percent(records):
+    errs = [abs(r["error"]) for r in records if r["source"] == "torchao-float8-readme"]
+    assert len(errs) == 2
+    assert max(errs) <= 0.10
 
 
 def test_best_plan_searches_what_the_source_explored(records):

@@ -8,7 +8,10 @@ Megatron-Core (``megatron/core/transformer/transformer_config.py``, arguments
   the backward pass. Modules: ``core_attn`` (the attention core; Megatron's default
   list), ``mlp`` (the dense MLP), ``moe`` (the whole MoE block), ``moe_act`` (the
   experts' activation function), ``layernorm`` (input and pre-MLP norms),
-  ``mla_up_proj`` (MLA up-projections) and ``shared_experts``.
+  ``mla_up_proj`` (MLA up-projections) and ``shared_experts``. One more, not Megatron's:
+  ``op_sac``, torchtitan's per-op policy (``activation_checkpoint.selective_ac_option:
+  op``: keep every second GEMM output and the attention output, rerun the rest;
+  :mod:`simulator.shape.op_sac`), listed alone.
 * ``full``: whole layers keep only their input. ``uniform`` splits a stage's layers
   into groups of ``recompute_num_layers`` and keeps one input per group; ``block``
   recomputes the first ``recompute_num_layers`` layers of each model chunk and keeps
@@ -23,7 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MODULES = ("core_attn", "mlp", "moe", "moe_act", "layernorm", "mla_up_proj", "shared_experts")
+MODULES = ("core_attn", "mlp", "moe", "moe_act", "layernorm", "mla_up_proj", "shared_experts",
+           "op_sac")
 DEFAULT_MODULES = ("core_attn",)  # Megatron-Core's default recompute_modules
 
 

@@ -54,6 +54,20 @@ def check_config(w: Workload, topo: TopologyConfig) -> None:
     _check_pipeline(w)
     _check_context(w)
     _check_experts(w)
+    _check_op_sac(w)
+
+
+def _check_op_sac(w: Workload) -> None:
+    """torchtitan's per-op SAC is modelled for the Llama block it was written for
+    (:mod:`simulator.shape.op_sac`): dense layers with standard attention."""
+    if not w.training.recompute_plan.has("op_sac"):
+        return
+    m = w.model
+    if m.moe is not None or m.multi_latent_attention:
+        what = "MoE layers" if m.moe is not None else "multi-latent attention"
+        raise ConfigError("training.recompute_modules", ["op_sac"],
+                          f"torchtitan's per-op policy is modelled for dense layers with "
+                          f"standard attention, not {what}; use selective modules or full")
 
 
 def _check_size(w: Workload, topo: TopologyConfig) -> None:

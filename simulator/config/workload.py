@@ -478,6 +478,10 @@ class TrainingConfig(Schema):
             if bad:
                 raise ConfigError("training.recompute_modules", bad[0],
                                   f"must be among {', '.join(MODULES)}")
+            if "op_sac" in self.recompute_modules and len(self.recompute_modules) > 1:
+                raise ConfigError("training.recompute_modules", list(self.recompute_modules),
+                                  "op_sac (torchtitan's per-op policy) covers the whole "
+                                  "block: list it alone")
 
     @property
     def precision_type(self) -> Precision:

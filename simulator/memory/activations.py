@@ -69,6 +69,7 @@ from ..errors import ConfigError
 from ..moe.router import is_moe_layer as moe_rule
 from ..schedules import schedule_of
 from ..shape.mla import qk_dim
+from ..shape.op_sac import block_mms
 from ..shape.plan_shape import local_seq
 from .hot_expert import hot_rank_load
 
@@ -212,6 +213,8 @@ def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
     h, t = m.hidden_size, par.tensor
     if rc.full:
         return BYTES_16 * s * b * h / sp_div
+    if rc.has("op_sac"):
+        return s * b * _op_sac_bytes_per_token(w, sp_div)
     # Korthikanti's 10sbh holds two 1-byte dropout masks (after attention and
     # after the MLP); a model trained without hidden dropout (Llama) keeps none.
     masks = 2.0 if m.hidden_dropout > 0 else 0.0
@@ -248,6 +251,23 @@ def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
     else:
         mlp = s * b * _mlp_bytes_per_token(w, m.ffn) / t
     return replicated + attention + scores + mlp
+
+
+def _op_sac_bytes_per_token(w: Workload, sp_div: float) -> float:
+    """Bytes one token keeps in one layer under torchtitan's per-op SAC
+    (:mod:`simulator.shape.op_sac`): the block's 16-bit input (``2*h``, SP-sharded), the
+    16-bit outputs of the GEMMs the policy keeps (wq, wv, w1, w2 of a Llama block; a
+    row-parallel GEMM's output is its full-width partial sum), the attention output
+    (``2*q``) and its fp32 log-sum-exp (4 B per head), and with sequence-parallel TP the
+    two reduce-scatter outputs (``2*h/t`` each). Units: bytes per token."""
+    m, t = w.model, w.parallelism.tensor
+    q, kv = m.num_attention_heads * m.head_dim / t, max(1.0, m.groups / t) * m.head_dim
+    mms = block_mms(m.hidden_size, q, kv, q, m.ffn / t, m.gated_linear_unit)
+    kept = sum(mm.n for mm in mms if mm.saved)
+    reduce_scatter = 2 * m.hidden_size / t if w.parallelism.sequence_parallel and t > 1 \
+        else 0.0
+    return BYTES_16 * (m.hidden_size / sp_div + kept + q + reduce_scatter) \
+        + BYTES_FP32 * m.num_attention_heads / t
 
 
 def microbatches_in_flight(w: Workload, stage: int) -> float:

@@ -25,6 +25,7 @@ from ..compute import BYTES
 from ..compute.fp8_attention import recipe_of
 from ..config.workload import Workload
 from ..shape import mla
+from ..shape.op_sac import block_mms
 from ..shape.plan_shape import microbatch_tokens
 from . import fp8
 from .moe.eager import eager_expert_ops
@@ -401,6 +402,28 @@ MODULE_OPS = {
 }
 
 
+def op_sac_recompute(w: Workload, fwd: list[Op]) -> list[Op]:
+    """Ops torchtitan's per-op SAC reruns before a block's backward
+    (:mod:`simulator.shape.op_sac`): the GEMMs at even positions (wk, wo, w3 of a Llama
+    block) as their share of the fused op's shape (``n`` of its ``m x n x k``), every
+    bandwidth-bound op (norms, RoPE, activation, residuals, float8 casts) and the TP
+    collectives but the reduce-scatters, whose outputs the policy keeps; the attention
+    kernel's output is kept. Units as the forward ops'; recomputed ops count no model
+    FLOPs."""
+    x = dims(w)
+    mms = block_mms(x.h, x.a_t * x.d, x.g_t * x.d, x.a_t * x.d, x.ffn_t, x.glu)
+    out: list[Op] = []
+    for o in fwd:
+        if o.kind == "gemm":
+            for mm in (mm for mm in mms if mm.fused == o.name and not mm.saved):
+                m, n, k = o.shape[0], mm.n, mm.k
+                out.append(derive(o, name=f"{o.name}_{mm.name}_recompute", shape=(m, n, k),
+                                  flops=2.0 * m * n * k * o.batch, model_flops=0.0))
+        elif o.kind == "mem" or (o.kind == "comm" and o.comm != "reduce_scatter"):
+            out.append(derive(o, name=o.name + "_recompute", model_flops=0.0))
+    return out
+
+
 def recompute_ops(w: Workload, fwd: list[Op], moe_layer: bool = False) -> list[Op]:
     """Ops re-run before a layer's backward: the whole layer under full recompute, the
     listed modules' ops under selective recompute. ``mlp`` applies to dense layers,
@@ -411,6 +434,8 @@ def recompute_ops(w: Workload, fwd: list[Op], moe_layer: bool = False) -> list[O
     rc = w.training.recompute_plan
     if rc.full:
         return [derive(o, name=o.name + "_recompute", model_flops=0.0) for o in fwd]
+    if rc.has("op_sac"):
+        return op_sac_recompute(w, fwd)
     skip = "mlp" if moe_layer else "shared_experts"
     names = {n for mod in rc.modules if mod != skip for n in MODULE_OPS.get(mod, ())}
     ops = [derive(o, name=o.name + "_recompute", model_flops=0.0) for o in fwd

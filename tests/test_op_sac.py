@@ -1,0 +1,83 @@
+"""torchtitan's per-op selective activation checkpointing (``recompute_modules: [op_sac]``).
+
+Closed forms from the policy (simulator/shape/op_sac.py): a Llama block keeps wq, wv, w1, w2
+and reruns wk, wo, w3 (every second ``aten.mm``), keeps the attention output and reruns every
+bandwidth-bound op.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.api import resolve, simulate_resolved
+from simulator.config.workload import Workload
+from simulator.errors import ConfigError
+from simulator.memory.activations import activation_bytes_per_layer
+from simulator.shape.op_sac import block_mms
+from simulator.workload.ops import layer_forward, recompute_ops
+
+MODEL = {"name": "llama3-8b", "num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+         "num_query_groups": 8, "ffn_hidden_size": 14336, "gated_linear_unit": True,
+         "vocab_size": 128256, "seq_length": 8192, "hidden_dropout": 0.0,
+         "attention_dropout": 0.0, "untie_embeddings_and_output_weights": True}
+BASE = {"model": MODEL, "parallelism": {"tensor": 1, "pipeline": 1, "data": 8},
+        "training": {"stack": "torchtitan", "global_batch_size": 8, "micro_batch_size": 1,
+                     "precision": "bf16", "use_megatron_fsdp": True,
+                     "data_parallel_sharding_strategy": "optim_grads_params",
+                     "recompute": "selective", "recompute_modules": ["op_sac"]}}
+OTHER = {"training.recompute_modules": None}
+
+
+def _w(over: dict | None = None) -> tuple[Workload, dict]:
+    return resolve(BASE, "dgx-h100", over or {}, {})
+
+
+def test_every_second_mm_of_a_llama_block_reruns():
+    mms = block_mms(4096, 4096, 1024, 4096, 14336, glu=True)
+    assert [m.name for m in mms] == ["wq", "wk", "wv", "wo", "w1", "w3", "w2"]
+    assert [m.name for m in mms if not m.saved] == ["wk", "wo", "w3"]
+    # without a gated MLP the sixth mm is w2, rerun
+    plain = block_mms(4096, 4096, 4096, 4096, 16384, glu=False)
+    assert [m.name for m in plain if not m.saved] == ["wk", "wo", "w2"]
+
+
+def test_recompute_flops_are_wk_wo_w3():
+    w, _ = _w()
+    fwd = layer_forward(w)
+    redo = recompute_ops(w, fwd)
+    T, h, kv, ffn = 8192, 4096, 8 * 128, 14336
+    want = 2 * T * (kv * h + h * h + ffn * h)
+    assert sum(o.flops for o in redo if o.kind == "gemm") == pytest.approx(want)
+    assert not [o for o in redo if o.kind == "attn"]  # the SDPA output is kept
+    # every bandwidth-bound op reruns, byte for byte
+    assert sum(o.nbytes for o in redo if o.kind == "mem") == \
+        pytest.approx(sum(o.nbytes for o in fwd if o.kind == "mem"))
+    assert all(o.model_flops == 0 for o in redo)
+
+
+def test_kept_bytes_per_token_closed_form():
+    w, _ = _w()
+    h, q, kv, ffn, heads = 4096, 4096, 1024, 14336, 32
+    # input + wq + wv + w1 + w2 outputs + attention output, 2 B; log-sum-exp 4 B a head
+    per_token = 2 * (h + q + kv + ffn + h + q) + 4 * heads
+    assert activation_bytes_per_layer(w) == pytest.approx(8192 * per_token)
+
+
+def test_between_full_and_none_in_time_and_memory():
+    results = {}
+    for name, over in (("op_sac", {}), ("full", {"training.recompute": "full", **OTHER}),
+                       ("none", {"training.recompute": "none", **OTHER})):
+        w, t = _w(over)
+        r = simulate_resolved(w, t)[0]
+        results[name] = (r.step_time_s, r.memory_per_gpu_GB)
+    assert results["none"][0] < results["op_sac"][0] < results["full"][0]
+    assert results["full"][1] < results["op_sac"][1] < results["none"][1]
+
+
+def test_op_sac_is_listed_alone_and_only_for_dense_standard_attention():
+    with pytest.raises(ConfigError, match="list it alone"):
+        _w({"training.recompute_modules": ["op_sac", "core_attn"]})
+    moe = {"model.moe": {"num_experts": 8, "router_topk": 2, "ffn_hidden_size": 1024},
+           "parallelism.expert": 8}
+    with pytest.raises(ConfigError, match="dense layers with standard attention"):
+        _w(moe)
