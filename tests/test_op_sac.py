@@ -81,3 +81,15 @@ def test_op_sac_is_listed_alone_and_only_for_dense_standard_attention():
            "parallelism.expert": 8}
     with pytest.raises(ConfigError, match="dense layers with standard attention"):
         _w(moe)
+
+
+def test_tp_all_gathers_rerun_reduce_scatters_are_kept():
+    w, _ = _w({"parallelism.tensor": 2, "parallelism.data": 4,
+               "parallelism.sequence_parallel": True})
+    redo = recompute_ops(w, layer_forward(w))
+    comms = {o.comm for o in redo if o.kind == "comm"}
+    assert comms == {"all_gather"}
+    # kept per token: the two reduce-scatter outputs (h/t each) besides the block's GEMMs
+    h, t = 4096, 2
+    kept = 2 * (h / t + 4096 / t + 1024 / t + 14336 / t + h + 4096 / t + 2 * h / t) + 4 * 32 / t
+    assert activation_bytes_per_layer(w) == pytest.approx(8192 * kept)
