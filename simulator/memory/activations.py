@@ -69,7 +69,7 @@ from ..errors import ConfigError
 from ..moe.router import is_moe_layer as moe_rule
 from ..schedules import schedule_of
 from ..shape.mla import qk_dim
-from ..shape.op_sac import block_mms
+from ..shape.op_sac import model_block_mms
 from ..shape.plan_shape import local_seq
 from .hot_expert import hot_rank_load
 
@@ -261,9 +261,8 @@ def _op_sac_bytes_per_token(w: Workload, sp_div: float) -> float:
     (``2*q``) and its fp32 log-sum-exp (4 B per head), and with sequence-parallel TP the
     two reduce-scatter outputs (``2*h/t`` each). Units: bytes per token."""
     m, t = w.model, w.parallelism.tensor
-    q, kv = m.num_attention_heads * m.head_dim / t, max(1.0, m.groups / t) * m.head_dim
-    mms = block_mms(m.hidden_size, q, kv, q, m.ffn / t, m.gated_linear_unit)
-    kept = sum(mm.n for mm in mms if mm.saved)
+    q = m.num_attention_heads * m.head_dim / t
+    kept = sum(mm.n for mm in model_block_mms(m, t) if mm.saved)
     reduce_scatter = 2 * m.hidden_size / t if w.parallelism.sequence_parallel and t > 1 \
         else 0.0
     return BYTES_16 * (m.hidden_size / sp_div + kept + q + reduce_scatter) \

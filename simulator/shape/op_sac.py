@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config.workload import ModelConfig
+
 
 @dataclass(frozen=True)
 class BlockMm:
@@ -55,3 +57,12 @@ def block_mms(h: float, q: float, kv: float, v_out: float, ffn: float,
     mms.append(("w2", "fc2", h, ffn))
     return [BlockMm(name, fused, n, k, saved=(i % 2 == 1))
             for i, (name, fused, n, k) in enumerate(mms, start=1)]
+
+
+def model_block_mms(m: ModelConfig, tp: int) -> list[BlockMm]:
+    """:func:`block_mms` of ``m``'s block on one of ``tp`` tensor-parallel ranks: query
+    heads and the MLP split over the ranks, key / value heads too but at least one a rank
+    (GQA with fewer groups than ranks replicates them)."""
+    q = m.num_attention_heads * m.head_dim / tp
+    kv = max(1.0, m.groups / tp) * m.head_dim
+    return block_mms(m.hidden_size, q, kv, q, m.ffn / tp, m.gated_linear_unit)

@@ -25,7 +25,7 @@ from ..compute import BYTES
 from ..compute.fp8_attention import recipe_of
 from ..config.workload import Workload
 from ..shape import mla
-from ..shape.op_sac import block_mms
+from ..shape.op_sac import model_block_mms
 from ..shape.plan_shape import microbatch_tokens
 from . import fp8
 from .moe.eager import eager_expert_ops
@@ -410,8 +410,7 @@ def op_sac_recompute(w: Workload, fwd: list[Op]) -> list[Op]:
     collectives but the reduce-scatters, whose outputs the policy keeps; the attention
     kernel's output is kept. Units as the forward ops'; recomputed ops count no model
     FLOPs."""
-    x = dims(w)
-    mms = block_mms(x.h, x.a_t * x.d, x.g_t * x.d, x.a_t * x.d, x.ffn_t, x.glu)
+    mms = model_block_mms(w.model, w.parallelism.tensor)
     out: list[Op] = []
     for o in fwd:
         if o.kind == "gemm":
