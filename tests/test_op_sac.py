@@ -93,3 +93,70 @@ def test_tp_all_gathers_rerun_reduce_scatters_are_kept():
     h, t = 4096, 2
     kept = 2 * (h / t + 4096 / t + 1024 / t + 14336 / t + h + 4096 / t + 2 * h / t) + 4 * 32 / t
     assert activation_bytes_per_layer(w) == pytest.approx(8192 * kept)
+
+
+def test_selective_is_the_stacks_policy():
+    """``recompute: selective`` without modules recomputes what the stack's selective
+    checkpointing does: torchtitan's per-op SAC, Megatron-Core's attention core; named
+    modules win."""
+    w, _ = _w({"training.recompute_modules": None})
+    assert w.training.recompute_plan.modules == ("op_sac",)
+    assert activation_bytes_per_layer(w) == activation_bytes_per_layer(_w()[0])
+    mega, _ = _w({"training.recompute_modules": None, "training.stack": "megatron"})
+    assert mega.training.recompute_plan.modules == ("core_attn",)
+    named, _ = _w({"training.recompute_modules": ["core_attn"]})
+    assert named.training.recompute_plan.modules == ("core_attn",)
+    # memory at another recompute setting asks the same stack
+    none, _ = _w({"training.recompute": "none", **OTHER})
+    assert activation_bytes_per_layer(none, recompute="selective") == \
+        activation_bytes_per_layer(w)
+
+
+def test_stack_selective_on_moe_names_the_recompute_field():
+    moe = {"model.moe": {"num_experts": 8, "router_topk": 2, "ffn_hidden_size": 1024},
+           "parallelism.expert": 8, "training.recompute_modules": None}
+    with pytest.raises(ConfigError) as err:
+        _w(moe)
+    assert err.value.field == "training.recompute"
+    assert "per-op policy" in err.value.message()
+
+
+def test_profile_selective_modules_are_checked():
+    from simulator.config.stacks import _doc, parse
+    doc = dict(_doc("torchtitan"))
+    for bad in ([], ["op_sac", "mlp"], ["attention"], "op_sac"):
+        doc["recompute"] = {"selective_modules": {"value": bad, "source": "test"}}
+        with pytest.raises(ConfigError, match="recompute.selective_modules"):
+            parse("torchtitan", doc)
+    # a run may set it like any profile key
+    w, _ = _w({"training.recompute_modules": None,
+               "training.stack_settings": {"recompute.selective_modules": ["core_attn"]}})
+    assert w.training.recompute_plan.modules == ("core_attn",)
+    with pytest.raises(ConfigError, match="training.stack_settings.recompute.selective_modules"):
+        _w({"training.recompute_modules": None,
+            "training.stack_settings": {"recompute.selective_modules": ["op_sac", "mlp"]}})
+
+
+def test_search_tries_per_op_sac_on_torchtitan_and_skips_it_on_moe():
+    from simulator.sweep import search
+    base = {**{f"model.{k}": v for k, v in MODEL.items() if k != "name"},
+            "training.stack": "torchtitan", "training.global_batch_size": 16,
+            "training.use_megatron_fsdp": True,
+            "training.data_parallel_sharding_strategy": "optim_grads_params"}
+    res = search("llama3-8b", "dgx-h100", 8, top=40, executor="serial", overrides=base,
+                 micro_batch_sizes=(1, 2, 4))
+    sel = res.plans[res.plans.recompute == "selective"]
+    assert len(sel) > 0  # per-op SAC fits where none does not, and is cheaper than full
+    # the same search on Megatron's attention-core recompute fits fewer plans with selective
+    mega = search("llama3-8b", "dgx-h100", 8, top=40, executor="serial",
+                  overrides={**base, "training.stack": "megatron"}, micro_batch_sizes=(1, 2, 4))
+    assert res.counts["over_memory"] < mega.counts["over_memory"]
+    moe = search("mixtral-8x7b", "dgx-h100", 16, top=2, executor="serial",
+                 overrides={"training.stack": "torchtitan"}, micro_batch_sizes=(1,))
+    c = moe.counts
+    assert "selective" not in set(moe.plans.recompute)
+    mega_moe = search("mixtral-8x7b", "dgx-h100", 16, top=2, executor="serial",
+                      micro_batch_sizes=(1,))
+    assert c["invalid"] > mega_moe.counts["invalid"]  # the skipped per-op candidates
+    assert c["plans"] == (c["invalid"] + c["over_memory"] + c["recompute_dominated"]
+                          + c["pruned_by_bound"] + c["not_simulated_cap"] + c["simulated"])

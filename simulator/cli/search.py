@@ -19,6 +19,8 @@ import sys
 import pandas as pd
 
 from ..config import load_topology, load_workload
+from ..config.recompute import DEFAULT_MODULES
+from ..config.stacks import run_stack
 from ..errors import ConfigError
 from ..hardware import usable_hbm_bytes
 from ..sweep import SearchResult, search
@@ -109,7 +111,16 @@ def run(args: argparse.Namespace) -> int:
     if head is not None:  # after the search: an error stays one line
         print(f"note: plans must leave {head:.3g} GB free per GPU (--memory-headroom "
               f"{args.memory_headroom}; 0 ranks plans to the last byte)", file=sys.stderr)
-    layout = load_workload(args.workload, sets).parallelism.pipeline_model_parallel_layout
+    base = load_workload(args.workload, sets)
+    selective = run_stack(base.training).selective_modules
+    if selective != DEFAULT_MODULES:
+        print(f"note: recompute 'selective' is stack {base.training.stack}'s selective "
+              f"checkpointing, recompute_modules [{', '.join(selective)}]"
+              + ("; not costed on this model's MoE / MLA layers, so not tried"
+                 if "op_sac" in selective and (base.model.moe is not None
+                                               or base.model.multi_latent_attention)
+                 else ""), file=sys.stderr)
+    layout = base.parallelism.pipeline_model_parallel_layout
     if layout is not None:
         print(f"note: the workload's pipeline layout {layout!r} is its own plan's; every "
               "candidate takes the simulator's split", file=sys.stderr)

@@ -24,6 +24,10 @@ were fitted on). Every value carries a ``source`` (document, file or commit). Se
   activation output (Megatron-Core 0.13+) rather than the expert outputs in the combine, which
   must then keep those outputs for the probabilities' gradient (unset: they are kept;
   :mod:`simulator.memory.activations`);
+* ``recompute``: ``selective_modules``, what ``training.recompute: selective`` recomputes on
+  this stack when the run names no ``recompute_modules`` (Megatron-Core's ``[core_attn]``
+  unless stated; torchtitan's selective checkpointing is its per-op policy, ``[op_sac]``);
+  ``search`` and ``capacity`` try that as a plan's selective candidate;
 * ``efficiency``: per-stack factors fitted on that stack's published runs (empty unless
   measurements exist; see validation/stacks/README.md);
 * ``releases``: values a release had that differ from the profile's (release prefix ->
@@ -53,6 +57,7 @@ import yaml
 
 from ..errors import ConfigError
 from .loader import shipped_dirs, shipped_names
+from .recompute import DEFAULT_MODULES, MODULES
 
 DEFAULT = "megatron"
 FAMILIES = ("te", "fa2", "fa3", "cudnn")
@@ -100,6 +105,8 @@ class Stack:
     # MoE: routing probabilities scale the experts' activation output (so the combine keeps no
     # expert output for their gradient) instead of the expert output in the combine
     moe_probs_in_activation: bool = False
+    # what the ``selective`` shorthand recomputes on this stack (config/recompute.py MODULES)
+    selective_modules: tuple[str, ...] = DEFAULT_MODULES
     efficiency: dict[str, float] = field(default_factory=dict)
 
     def reshards(self, pipeline: int) -> bool:
@@ -141,10 +148,23 @@ KEYS: dict[str, dict[str, str]] = {
             "backward_transpose_bytes": "number", "weight_per_microbatch": "bool"},
     "pipeline": {"blocking_p2p": "bool"},
     "moe": {"probs_in_activation": "bool"},
+    "recompute": {"selective_modules": "modules"},
 }
 _SECTIONS = tuple(KEYS)
 MAX_SETTING = 1000.0  # bytes per element / parameter, or a bytes factor
 MAX_COUNT = 64
+
+
+_MODULES_ALLOWED = (f"a non-empty list of recompute modules from {', '.join(MODULES)} "
+                    f"(op_sac alone)")
+
+
+def _modules_ok(value: Any) -> bool:
+    """Whether ``value`` is a list of selective recompute modules a run could name
+    (config/workload.py's ``recompute_modules`` rules: known names, op_sac alone)."""
+    return (isinstance(value, (list, tuple)) and len(value) > 0
+            and all(isinstance(m, str) and m in MODULES for m in value)
+            and ("op_sac" not in value or len(value) == 1))
 
 
 def _check_sources(name: str, doc: dict) -> None:
@@ -198,6 +218,10 @@ def parse(name: str, doc: dict) -> Stack:
         raise ConfigError(f"stacks/{name}.yaml fsdp.prefetch_depth", depth, "must be >= 0")
     fp8 = {k: _value(doc, "fp8", k, None) for k in
            ("input_bytes", "norm_fused_input_bytes", "grad_bytes", "weight_bytes")}
+    selective = _value(doc, "recompute", "selective_modules", list(DEFAULT_MODULES))
+    if not _modules_ok(selective):
+        raise ConfigError(f"stacks/{name}.yaml recompute.selective_modules", selective,
+                          f"must be {_MODULES_ALLOWED}")
     return Stack(
         name=name, attention_family=fam, attention_by_release=by_rel, fsdp_impl=impl,
         prefetch_depth=depth,
@@ -224,6 +248,7 @@ def parse(name: str, doc: dict) -> Stack:
         cp_merge_overlapped=bool(_value(doc, "context_parallel", "merge_overlapped", False)),
         blocking_p2p=bool(_value(doc, "pipeline", "blocking_p2p", False)),
         moe_probs_in_activation=bool(_value(doc, "moe", "probs_in_activation", False)),
+        selective_modules=tuple(selective),
         efficiency={k: float(v) for k, v in (doc.get("efficiency") or {}).items()
                     if k != "source"})
 
@@ -294,14 +319,16 @@ def _check_setting(dotted: str, value: Any) -> None:
           "name": isinstance(value, str),
           "names": isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str)
                                                    for k, v in value.items()),
-          "factors": isinstance(value, dict) and all(number(v) for v in value.values())}[kind]
+          "factors": isinstance(value, dict) and all(number(v) for v in value.values()),
+          "modules": _modules_ok(value)}[kind]
     if not ok:
         allowed = {"bool": "true or false", "number": f"a number from 0 to {MAX_SETTING:g}",
                    "count": f"a whole number from 0 to {MAX_COUNT}",
                    "units": f"a whole number from 1 to {MAX_COUNT}", "name": "a name",
                    "names": "a mapping of names to names",
                    "factors": f"a mapping of op name to a number from 0 to "
-                              f"{MAX_SETTING:g}"}[kind]
+                              f"{MAX_SETTING:g}",
+                   "modules": _MODULES_ALLOWED}[kind]
         raise ConfigError(field, value, f"must be {allowed}")
 
 

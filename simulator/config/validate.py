@@ -57,17 +57,31 @@ def check_config(w: Workload, topo: TopologyConfig) -> None:
     _check_op_sac(w)
 
 
-def _check_op_sac(w: Workload) -> None:
-    """torchtitan's per-op SAC is modelled for the Llama block it was written for
-    (:mod:`simulator.shape.op_sac`): dense layers with standard attention."""
+def op_sac_problem(w: Workload) -> str | None:
+    """Why ``w``'s per-op SAC cannot be costed, or None (also None without it): torchtitan's
+    policy is modelled for the Llama block it was written for (:mod:`simulator.shape.op_sac`),
+    dense layers with standard attention."""
     if not w.training.recompute_plan.has("op_sac"):
-        return
+        return None
     m = w.model
     if m.moe is not None or m.multi_latent_attention:
-        what = "MoE layers" if m.moe is not None else "multi-latent attention"
-        raise ConfigError("training.recompute_modules", ["op_sac"],
-                          f"torchtitan's per-op policy is modelled for dense layers with "
-                          f"standard attention, not {what}; use selective modules or full")
+        return "MoE layers" if m.moe is not None else "multi-latent attention"
+    return None
+
+
+def _check_op_sac(w: Workload) -> None:
+    what = op_sac_problem(w)
+    if what is None:
+        return
+    if w.training.recompute_modules is None:  # the stack's selective policy
+        raise ConfigError("training.recompute", "selective",
+                          f"on stack {w.training.stack} selective is its per-op policy "
+                          f"(recompute_modules [op_sac]), modelled for dense layers with "
+                          f"standard attention, not {what}; use none or full, or name "
+                          f"the modules in training.recompute_modules")
+    raise ConfigError("training.recompute_modules", ["op_sac"],
+                      f"torchtitan's per-op policy is modelled for dense layers with "
+                      f"standard attention, not {what}; use selective modules or full")
 
 
 def _check_size(w: Workload, topo: TopologyConfig) -> None:

@@ -490,10 +490,17 @@ class TrainingConfig(Schema):
 
     @property
     def recompute_plan(self) -> Recompute:
-        """The effective recompute setting (:mod:`simulator.config.recompute`)."""
+        """The effective recompute setting (:mod:`simulator.config.recompute`). Selective
+        without ``recompute_modules`` recomputes what the stack's selective checkpointing
+        does (its profile's ``recompute.selective_modules``: Megatron-Core's
+        ``[core_attn]``, torchtitan's per-op policy ``[op_sac]``)."""
+        modules = self.recompute_modules
+        if modules is None and (self.recompute_granularity or self.recompute) == "selective":
+            from .stacks import run_stack  # lazy: stacks -> loader -> this module
+            modules = run_stack(self).selective_modules
         return resolve_recompute(self.recompute, self.recompute_granularity,
                                  self.recompute_method, self.recompute_num_layers,
-                                 self.recompute_modules)
+                                 modules)
 
     @property
     def recompute_kind(self) -> str:

@@ -62,7 +62,7 @@ scaling, its FP8 output) for the backward instead (:func:`_attention_saved_bytes
 
 from __future__ import annotations
 
-from ..config.recompute import DEFAULT_MODULES, Recompute
+from ..config.recompute import Recompute
 from ..config.stacks import run_stack
 from ..config.workload import Workload
 from ..errors import ConfigError
@@ -177,13 +177,13 @@ def _attention_saved_bytes(w: Workload) -> tuple[float, float]:
 
 def _recompute_for(w: Workload, recompute: str | None) -> Recompute:
     """The workload's recompute setting, or the one ``recompute`` names: ``"none"``,
-    ``"full"``, or ``"selective"`` (the workload's modules when it is selective, else
-    Megatron's default ``[core_attn]``)."""
+    ``"full"``, or ``"selective"`` (the workload's modules when it is selective, else its
+    stack's selective modules: Megatron's default ``[core_attn]``)."""
     rc = w.training.recompute_plan
     if recompute is None or recompute == rc.granularity:
         return rc
     if recompute == "selective":
-        return Recompute("selective", modules=DEFAULT_MODULES)
+        return Recompute("selective", modules=run_stack(w.training).selective_modules)
     if recompute == "full":
         return Recompute("full")
     return Recompute()

@@ -5,9 +5,11 @@ Cheapest filters first; each step's toll is counted in ``SearchResult.counts``:
 1. ``plans``: shapes from the structural rules (:mod:`.candidates`: TP inside
    the NVLink domain, divisors only, even interleaved splits, each pipeline
    under each requested schedule that takes its VP) times the three
-   recompute settings;
+   recompute settings (``selective`` is the stack's selective policy: Megatron-Core's
+   ``[core_attn]``, torchtitan's per-op SAC);
 2. ``invalid``: rejected by ``check_plan`` (heads, batch divisibility, a
-   schedule's own rules such as DualPipe's even PP, ...);
+   schedule's own rules such as DualPipe's even PP, ...), or a recompute the stack
+   cannot run on the model (torchtitan's per-op SAC on MoE or MLA layers);
 3. ``over_memory``: the memory model says it does not fit;
    ``recompute_dominated``: a lighter recompute of the same shape fits (more
    recompute only adds work, so it cannot be faster); memory is that of the
@@ -33,6 +35,7 @@ lightest recompute that fits.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -117,18 +120,22 @@ def _fit_phase(valid: list[tuple[Shape, Workload]], t: TopologyConfig, ex: Execu
             progress.update(len(idx))
     for i, (rc, tried, bound, error) in enumerate(results):
         shape, w = valid[i]
+        skipped = sum(math.isnan(g) for g in tried)  # recompute the stack cannot run here
         if error is not None:
             counts["invalid"] += 3
             failed[shape] = error
         elif rc is None:
-            counts["over_memory"] += 3
+            counts["invalid"] += skipped
+            counts["over_memory"] += 3 - skipped
             cap = usable_hbm_bytes(t.gpu.hbm_GB, t.gpu.hbm_usable_MiB) / 1e9
             head = w.training.memory_headroom_GB
             failed[shape] = (f"does not fit even with full recompute: {tried[-1]:.1f} GB "
                              f"of {cap:.4g} GB" + (f" less {head:g} GB headroom" if head else ""))
         else:
             k = RECOMPUTE.index(rc)
-            counts["over_memory"] += k
+            lighter = tried[:k]
+            counts["invalid"] += sum(math.isnan(g) for g in lighter)
+            counts["over_memory"] += sum(not math.isnan(g) for g in lighter)
             counts["recompute_dominated"] += len(RECOMPUTE) - 1 - k
             fits.append(Fit(i, shape, with_recompute(w, rc), rc, tried[-1], bound))
     return fits, failed

@@ -59,9 +59,11 @@ against the simulated step and the search against one that draws afresh).
 
 from __future__ import annotations
 
+import math
 from itertools import pairwise
 
 from ..config import TopologyConfig, Workload
+from ..config.validate import op_sac_problem
 from ..engine import EngineInput
 from ..engine.step_rule import duration, most_hidden
 from ..errors import ConfigError
@@ -175,7 +177,9 @@ def fit_and_bound(item: tuple[Workload, TopologyConfig]
                   ) -> tuple[str | None, tuple[float, ...], float, str | None]:
     """(lightest recompute that fits or None, GB per recompute tried, bound s, error).
 
-    The error is a ConfigError message raised while costing (the plan is then
+    A recompute the stack cannot run on this model (torchtitan's per-op selective policy on
+    MoE or MLA layers: :func:`~simulator.config.validate.op_sac_problem`) is skipped, its
+    GB NaN. The error is a ConfigError message raised while costing (the plan is then
     invalid), else None.
     """
     w, t = item
@@ -184,6 +188,9 @@ def fit_and_bound(item: tuple[Workload, TopologyConfig]
     try:
         for rc in RECOMPUTE:
             wr = with_recompute(w, rc)
+            if op_sac_problem(wr) is not None:
+                tried.append(math.nan)
+                continue
             mem = estimate_memory(wr, topo)
             tried.append(mem.memory_per_gpu_GB)
             if mem.fits:
