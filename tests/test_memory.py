@@ -263,3 +263,23 @@ def test_qk_layernorm_costs_two_norm_kernels_and_keeps_their_inputs():
     s, b = normed.model.seq_length, normed.training.micro_batch_size
     heads = normed.model.num_attention_heads + normed.model.num_query_groups
     assert extra == pytest.approx(2 * s * b * heads * normed.model.head_dim / 2)
+
+
+def test_chunked_loss_keeps_one_slice_of_logits():
+    """torchtitan's ChunkedLossWrapper (training.loss_num_chunks): no logits outlive their
+    slice; the fp32 gradient of the hidden states (4 s b h) is kept instead, and one
+    slice's 16-bit logits and fp32 copy (6 s b V / (t n)) are alive at the peak."""
+    from simulator.memory.activations import logits_transient_bytes, output_activation_bytes
+    w = gpt3()
+    s, b, h, V = (w.model.seq_length, w.training.micro_batch_size, w.model.hidden_size,
+                  w.model.vocab_size)
+    t = w.parallelism.tensor
+    sp = t if w.parallelism.sequence_parallel else 1
+    chunked = gpt3(**{"training.loss_num_chunks": 8})
+    assert output_activation_bytes(chunked) == pytest.approx(4 * s * b * h / sp + 4 * s * b * h)
+    assert logits_transient_bytes(chunked) == pytest.approx(6 * s * b * V / t / 8)
+    assert output_activation_bytes(w) == pytest.approx(4 * s * b * h / sp + 4 * s * b * V / t)
+    with pytest.raises(ConfigError, match="training.loss_num_chunks"):
+        from simulator.config.validate import check_config
+        bad = gpt3(**{"training.loss_num_chunks": 7})
+        check_config(bad, load_topology("dgx-h100"))

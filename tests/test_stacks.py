@@ -431,3 +431,12 @@ def test_every_profile_key_is_one_a_run_can_set():
             for dotted in item["value"]:
                 section, _, key = dotted.partition(".")
                 assert key in KEYS[section], f"{name} release: {dotted}"
+
+
+def test_torchtitan_from_0_2_runs_cudnn_attention():
+    """torchtitan puts cuDNN attention first on every GPU from v0.2.0 (its own
+    sdpa_kernel priority); the float8-era releases ran SDPA's FlashAttention-2."""
+    s = load_stack("torchtitan")
+    assert s.attention_for("torchtitan 0.2.2") == "cudnn"
+    assert s.attention_for("torchtitan main 2026-08") == "cudnn"
+    assert s.attention_for("torchtitan 0.0.2") == "fa2" and s.attention_for(None) == "fa2"

@@ -129,6 +129,40 @@ def test_torchao_readme_h100_steps_within_10_percent(records):
     assert max(errs) <= 0.10
 
 
+def _nvfp4_doc_memory_GiB() -> dict[str, float]:
+    out = {}
+    for c in load_cases(FOLDER):
+        if c.group == "torchtitan-nvfp4-doc-gb200":
+            w, t = resolve(c.spec["workload"], c.topology, c.spec["overrides"], {})
+            out[c.id] = estimate_memory(w, Topology.from_config(t)).memory_per_gpu_GB / 1.073741824
+    return out
+
+
+def test_torchtitan_nvfp4_doc_gb200_memory_and_bf16_step(records):
+    """torchtitan's NVFP4 doc, Llama 3 8B on 4 GB200 (per-op SAC, chunked loss, cuDNN
+    attention): the peak reserved memory it publishes within 5 %, which needs the chunked
+    loss (whole fp32 logits would not fit), and the bf16 step within 5 %."""
+    mem = _nvfp4_doc_memory_GiB()
+    assert mem["titan-nvfp4-doc-8b-gb200-bf16"] == pytest.approx(174.49, rel=0.05)
+    assert mem["titan-nvfp4-doc-8b-gb200-mxfp8"] == pytest.approx(179.94, rel=0.05)
+    c = next(c for c in load_cases(FOLDER) if c.id == "titan-nvfp4-doc-8b-gb200-bf16")
+    whole = {**c.spec["overrides"], "training.loss_num_chunks": 1}
+    w, t = resolve(c.spec["workload"], c.topology, whole, {})
+    assert not estimate_memory(w, Topology.from_config(t)).fits
+    by = {r["id"]: r for r in records if r["source"] == "torchtitan-nvfp4-doc"}
+    assert abs(by["titan-nvfp4-doc-8b-gb200-bf16"]["error"]) <= 0.05
+
+
+@pytest.mark.xfail(strict=True, reason="torchao MXFP8 on GB200 gains 1.28x over bf16 in "
+                   "torchtitan's NVFP4 doc; the model's MXFP8 (GEMM rate fitted on "
+                   "Megatron-Core + TE runs) gives 1.47x, 11 % too fast: validation/analysis.md")
+def test_torchtitan_nvfp4_doc_mxfp8_gain_as_measured(records):
+    by = {r["id"]: r for r in records if r["source"] == "torchtitan-nvfp4-doc"}
+    bf16, mx = by["titan-nvfp4-doc-8b-gb200-bf16"], by["titan-nvfp4-doc-8b-gb200-mxfp8"]
+    assert bf16["predicted"] / mx["predicted"] == pytest.approx(
+        bf16["measured"] / mx["measured"], rel=0.05)
+
+
 def test_best_plan_searches_what_the_source_explored(records):
     plans = {r["id"]: r["plan"] for r in records if r["plan"]}
     assert plans["f8fsdp2-70b-bf16"] == "micro_batch_size 3, recompute full"  # 4 does not fit

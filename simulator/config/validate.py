@@ -55,6 +55,7 @@ def check_config(w: Workload, topo: TopologyConfig) -> None:
     _check_context(w)
     _check_experts(w)
     _check_op_sac(w)
+    _check_loss_chunks(w)
 
 
 def op_sac_problem(w: Workload) -> str | None:
@@ -82,6 +83,17 @@ def _check_op_sac(w: Workload) -> None:
     raise ConfigError("training.recompute_modules", ["op_sac"],
                       f"torchtitan's per-op policy is modelled for dense layers with "
                       f"standard attention, not {what}; use selective modules or full")
+
+
+def _check_loss_chunks(w: Workload) -> None:
+    """torchtitan's chunked loss splits a rank's tokens of a micro-batch into equal slices
+    (``ChunkedLossWrapper``: "sequence length must be divisible by num_chunks")."""
+    n = w.training.loss_num_chunks
+    tokens = w.training.micro_batch_size * w.model.seq_length // w.parallelism.context
+    if n > 1 and tokens % n:
+        raise ConfigError("training.loss_num_chunks", n,
+                          f"must divide a rank's tokens per micro-batch (micro_batch_size x "
+                          f"seq_length / context = {tokens}) into equal slices")
 
 
 def _check_size(w: Workload, topo: TopologyConfig) -> None:

@@ -385,6 +385,10 @@ class TrainingConfig(Schema):
     # writes their gradient in place (simulator/memory/activations.py)
     cross_entropy_loss_fusion: bool = False
     cross_entropy_fusion_impl: Literal["native", "te"] = "native"
+    # torchtitan's chunked loss (ChunkedLossWrapper num_chunks, torchtitan/components/loss.py):
+    # the output layer and loss run on this many slices of the tokens, each slice's logits
+    # freed by its own backward (simulator/memory/activations.py). 1: the whole logits.
+    loss_num_chunks: PositiveInt = 1
     # The software stack whose kernels and overlaps the run uses: a shipped profile
     # stacks/<name>.yaml (simulator/config/stacks.py); megatron = Megatron-Core + TE.
     stack: str = "megatron"

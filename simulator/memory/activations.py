@@ -297,12 +297,21 @@ def te_fused_cross_entropy(w: Workload) -> bool:
 def output_activation_bytes(w: Workload) -> float:
     """Last stage head: final-norm and output-layer inputs (``2*2*s*b*h``, SP-sharded) and
     fp32 logits for the vocab-parallel cross-entropy (``4*s*b*V/t``), Korthikanti 4.3; with
-    TE's fused cross-entropy the 16-bit logits instead (``2*s*b*V/t``)."""
+    TE's fused cross-entropy the 16-bit logits instead (``2*s*b*V/t``).
+
+    With torchtitan's chunked loss (``training.loss_num_chunks`` > 1; ``ChunkedLossWrapper``,
+    pytorch/torchtitan ``torchtitan/components/loss.py``) the output layer and the loss run
+    forward and backward on one slice of the tokens at a time inside the forward, so no
+    logits outlive their slice; the hidden states' gradient is gathered instead, into an
+    fp32 buffer of ``4*s*b*h`` bytes (``GradAccumulator(..., dtype=torch.float32)``), kept
+    until the decoder's backward."""
     s, b, sp_div = _tokens(w)
     t = w.parallelism.tensor
+    inputs = 2 * BYTES_16 * s * b * w.model.hidden_size / sp_div
+    if w.training.loss_num_chunks > 1:
+        return inputs + BYTES_FP32 * s * b * w.model.hidden_size
     logit = BYTES_16 if te_fused_cross_entropy(w) else BYTES_FP32
-    return 2 * BYTES_16 * s * b * w.model.hidden_size / sp_div \
-        + logit * s * b * w.model.vocab_size / t
+    return inputs + logit * s * b * w.model.vocab_size / t
 
 
 def logits_transient_bytes(w: Workload) -> float:
@@ -315,8 +324,12 @@ def logits_transient_bytes(w: Workload) -> float:
     tensor of the same shape coexists: 6 bytes per logit at the peak, not 4. Megatron-LM's
     logged allocator peaks (validation/memory.yaml) show this term; Megatron's own
     estimator (theoretical_memory_usage.py) leaves it out. None with TE's fused
-    cross-entropy, which keeps no fp32 copy."""
+    cross-entropy, which keeps no fp32 copy. With torchtitan's chunked loss, one slice's
+    16-bit logits and their fp32 copy (``6*s*b*V/(t*n)``, ``n = loss_num_chunks``)."""
+    s, b, _ = _tokens(w)
+    n = w.training.loss_num_chunks
+    if n > 1:
+        return (BYTES_16 + BYTES_FP32) * s * b * w.model.vocab_size / w.parallelism.tensor / n
     if te_fused_cross_entropy(w):
         return 0.0
-    s, b, _ = _tokens(w)
     return BYTES_16 * s * b * w.model.vocab_size / w.parallelism.tensor
