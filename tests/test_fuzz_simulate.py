@@ -101,7 +101,7 @@ TRAINING = {"micro_batch_size": [1, 2, 4], "recompute": ["selective", "full"],
             "cross_entropy_fusion_impl": ["te"],
             "num_distributed_optimizer_instances": [2, 4, 3],
             "outer_dp_sharding_strategy": ["optim"],
-            "stack": ["torchtitan", "nemo-automodel"],
+            "stack": ["torchtitan", "nemo-automodel"], "loss_num_chunks": [8, 3],
             "stack_settings": [{"fsdp.reshard_after_forward": False},
                                {"launch.elementwise_bytes_factor": {"rotary": 7.0}}]}
 GPU = {"gemm_efficiency": [0.01, 1.0], "attention_efficiency": [0.01, 1.0],
@@ -180,6 +180,8 @@ def workload_doc(draw, valid: bool) -> dict:
     training = _fill(draw, {}, TRAINING)
     if valid:
         training.pop("use_flash_attn", None)
+        if training.get("loss_num_chunks") == 3:  # divides no power-of-two token count
+            training["loss_num_chunks"] = 8
         if {"data_parallel_sharding_strategy", "keep_fp8_transpose_cache"} & set(training):
             training["use_megatron_fsdp"] = True  # read only under Megatron-FSDP
     if valid:
