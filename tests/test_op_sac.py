@@ -160,3 +160,13 @@ def test_search_tries_per_op_sac_on_torchtitan_and_skips_it_on_moe():
     assert c["invalid"] > mega_moe.counts["invalid"]  # the skipped per-op candidates
     assert c["plans"] == (c["invalid"] + c["over_memory"] + c["recompute_dominated"]
                           + c["pruned_by_bound"] + c["not_simulated_cap"] + c["simulated"])
+
+
+def test_run_names_the_selective_policy(capsys):
+    from simulator.cli.main import main
+    args = ["run", "llama3-8b", "-t", "dgx-h100", "--set", "training.recompute=selective",
+            "--set", "parallelism.tensor=1", "--set", "parallelism.data=8"]
+    assert main([*args, "--set", "training.stack=torchtitan"]) == 0
+    assert "recompute selective [op_sac]" in capsys.readouterr().out
+    assert main(args) == 0
+    assert "recompute selective [core_attn]" in capsys.readouterr().out

@@ -95,7 +95,7 @@ def format_table(r: Result) -> str:
         f"DP{p['dp']} CP{p['cp']} EP{p['ep']}"
         + (f" VP{p['vp']}" if p["vp"] > 1 else "")
         + f", {p['schedule']}, MBS {p['mbs']}, GBS {p['gbs']} ({p['microbatches']} micro-batches)"
-        f", recompute {p['recompute']}, {p['precision']}"
+        f", recompute {p.get('recompute_detail') or p['recompute']}, {p['precision']}"
         + (f", {FSDP_NAMES.get(p.get('fsdp') or 'megatron_fsdp', p.get('fsdp'))} {p['sharding']}"
            if p.get("megatron_fsdp") else "")
         + (f", stack {p['stack']}" if p.get("stack", "megatron") != "megatron" else "")
