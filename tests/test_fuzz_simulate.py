@@ -102,6 +102,8 @@ TRAINING = {"micro_batch_size": [1, 2, 4], "recompute": ["selective", "full"],
             "num_distributed_optimizer_instances": [2, 4, 3],
             "outer_dp_sharding_strategy": ["optim"],
             "stack": ["torchtitan", "nemo-automodel"], "loss_num_chunks": [8, 3],
+            "peft": ["lora"], "lora_dim": [1, 16], "lora_dropout": [0.1],
+            "lora_dropout_position": ["post"], "lora_target_modules": [["linear_fc2"]],
             "stack_settings": [{"fsdp.reshard_after_forward": False},
                                {"launch.elementwise_bytes_factor": {"rotary": 7.0}}]}
 GPU = {"gemm_efficiency": [0.01, 1.0], "attention_efficiency": [0.01, 1.0],
@@ -182,6 +184,8 @@ def workload_doc(draw, valid: bool) -> dict:
         training.pop("use_flash_attn", None)
         if training.get("loss_num_chunks") == 3:  # divides no power-of-two token count
             training["loss_num_chunks"] = 8
+        if "moe" in model:  # LoRA is costed for dense models only
+            training.pop("peft", None)
         if {"data_parallel_sharding_strategy", "keep_fp8_transpose_cache"} & set(training):
             training["use_megatron_fsdp"] = True  # read only under Megatron-FSDP
     if valid:

@@ -43,6 +43,7 @@ MtpDepth = integer(ge=0, le=16)
 Capacity = real(gt=0, le=1000)
 Skew = real(ge=0, le=100)
 Dropout = real(ge=0, lt=1)
+LoraRank = integer(gt=0, le=MAX_WIDTH)
 ClampValue = real(gt=0, le=1e6)
 Headroom = real(ge=0, le=1e6)
 
@@ -385,6 +386,18 @@ class TrainingConfig(Schema):
     # writes their gradient in place (simulator/memory/activations.py)
     cross_entropy_loss_fusion: bool = False
     cross_entropy_fusion_impl: Literal["native", "te"] = "native"
+    # Parameter-efficient fine-tuning (Megatron-Bridge ``peft: lora``, its LoRA dataclass
+    # ``dim``, ``dropout``, ``dropout_position``, ``target_modules``; NeMo AutoModel's
+    # PeftConfig the same names): the base weights are frozen (no gradient, no optimizer
+    # state, no weight-gradient GEMM) and each target linear gets a rank-``lora_dim`` adapter
+    # A (in -> dim), B (dim -> out) that trains (simulator/workload/lora.py).
+    peft: Literal["none", "lora"] = "none"
+    lora_dim: LoraRank = 32
+    lora_dropout: Dropout = 0.0
+    lora_dropout_position: Literal["pre", "post"] = "pre"
+    lora_target_modules: list[Literal["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]] \
+        = Field(default_factory=lambda: ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"],
+                min_length=1)
     # torchtitan's chunked loss (ChunkedLossWrapper num_chunks, torchtitan/components/loss.py):
     # the output layer and loss run on this many slices of the tokens, each slice's logits
     # freed by its own backward (simulator/memory/activations.py). 1: the whole logits.

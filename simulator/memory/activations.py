@@ -69,6 +69,7 @@ from ..errors import ConfigError
 from ..moe.router import is_moe_layer as moe_rule
 from ..schedules import schedule_of
 from ..shape.mla import qk_dim
+from ..shape.lora import activation_bytes_per_token as lora_activation_bytes_per_token
 from ..shape.op_sac import model_block_mms
 from ..shape.plan_shape import local_seq
 from .hot_expert import hot_rank_load
@@ -250,7 +251,9 @@ def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
         mlp = 0.0
     else:
         mlp = s * b * _mlp_bytes_per_token(w, m.ffn) / t
-    return replicated + attention + scores + mlp
+    # LoRA adapters (simulator/shape/lora.py): A's output, dropout mask and dropped input
+    adapters = s * b * lora_activation_bytes_per_token(w)
+    return replicated + attention + scores + mlp + adapters
 
 
 def _op_sac_bytes_per_token(w: Workload, sp_div: float) -> float:

@@ -218,6 +218,11 @@ def fsdp_staged_params(w: Workload, partition: Partition, stage: int,
     return largest + stack.prefetch_depth * max([largest, *tables])
 
 
+def _trainable_share(sp) -> float:
+    """Share of a stage's parameters that train (1 but under LoRA)."""
+    return sp.trainable.total / sp.total if sp.total else 1.0
+
+
 def _split(per_param: float, sp, shard: tuple[int, int]) -> float:
     """Bytes of a state of ``per_param`` bytes per parameter, its dense and expert parts
     split ``shard`` ways."""
@@ -257,11 +262,13 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | PlanShap
             stage=stage,
             parameters=_split(weights, sp, p_shard),
             fp8_weight_copies=copies * sp.total,  # of the gathered (whole) weights
-            gradients=_split(grads, sp, g_shard),
-            optimizer=_split(optim, sp, o_shard),
+            # frozen weights (LoRA's base) have neither gradients nor optimizer states
+            gradients=_split(grads, sp.trainable, g_shard),
+            optimizer=_split(optim, sp.trainable, o_shard),
             activations=acts.device,
             comm_buffers=comm + (fsdp_unit_bytes(w, fsdp_staged_params(w, partition, stage),
-                                                 fsdp_staged_params(w, partition, stage, True))
+                                                 fsdp_staged_params(w, partition, stage, True)
+                                                 * _trainable_share(sp))
                                  if tr.grads_sharded else 0.0),
             framework=topo.gpu.framework_memory_bytes,
             offloaded=acts.host,

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from ..config.workload import Workload
 from ..moe import is_moe_layer
+from ..shape.lora import whole_io as lora_io
 from ..shape.mla import attention_params, core_flops
 from ..workload.moe.layer import MoECost
 from ..workload.plan import Plan
@@ -84,9 +85,23 @@ def moe_layer_count(w: Workload) -> int:
 
 
 def model_flops_per_step(w: Workload, causal: bool = False, kept_fraction: float = 1.0) -> float:
-    """Model FLOPs of one training step (3x forward, whole global batch)."""
-    return 3.0 * forward_flops_per_sequence(w, causal, kept_fraction) \
-        * w.training.global_batch_size
+    """Model FLOPs of one training step (3x forward, whole global batch). Under LoRA the
+    frozen weights get no weight gradient: 2x forward (forward and data gradient), plus
+    3x the adapters' own ``2 * r * (in + out)`` per token and target (NeMo AutoModel's
+    LoRA rows count the same 2x forward)."""
+    passes = 2.0 if w.training.peft == "lora" else 3.0
+    return (passes * forward_flops_per_sequence(w, causal, kept_fraction)
+            + 3.0 * _adapter_forward_flops_per_sequence(w)) * w.training.global_batch_size
+
+
+def _adapter_forward_flops_per_sequence(w: Workload) -> float:
+    """Forward FLOPs of LoRA's adapters for one sequence, all layers (0 without LoRA)."""
+    if w.training.peft != "lora":
+        return 0.0
+    m, tr = w.model, w.training
+    per_token = sum(2.0 * tr.lora_dim * (i + o) for name, (i, o) in lora_io(w).items()
+                    if name in tr.lora_target_modules)
+    return per_token * m.seq_length * m.num_layers
 
 
 def kept_fraction(plan: Plan) -> float:

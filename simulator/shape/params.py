@@ -26,6 +26,7 @@ from ..config.workload import Workload
 from ..errors import ConfigError
 from ..moe import is_moe_layer
 from .mla import attention_params as mla_attention_params
+from .lora import adapter_params_per_layer
 from .partition import Partition
 
 
@@ -36,10 +37,19 @@ class StageParams:
 
     dense: float
     expert: float
+    # of ``dense``, the frozen parameters (LoRA's base weights): held, never trained
+    frozen: float = 0.0
 
     @property
     def total(self) -> float:
         return self.dense + self.expert
+
+    @property
+    def trainable(self) -> StageParams:
+        """The parameters that get gradients and optimizer states (all but the frozen)."""
+        if not self.frozen:
+            return self
+        return StageParams(dense=self.dense - self.frozen, expert=self.expert)
 
 
 def _mlp_params(w: Workload, ffn: int) -> float:
@@ -143,6 +153,9 @@ def _with_tables(w: Workload, partition: Partition, stage: int, dense: float,
             mtp = mtp_params(w)
             dense += mtp.dense
             expert += mtp.expert
+    if w.training.peft == "lora":  # the base weights freeze; each layer's adapters train
+        adapters = adapter_params_per_layer(w) * partition.stage_layers(stage)
+        return StageParams(dense=dense + adapters, expert=expert, frozen=dense)
     return StageParams(dense=dense, expert=expert)
 
 

@@ -8,6 +8,8 @@ the layout live here, one layer up, because only ``shape`` knows it:
   (:meth:`simulator.schedules.Schedule.check`: interleaving needs ``m % p == 0``,
   DualPipe an even ``p`` and ``m >= 2p``, ...);
 * the layer split of :func:`.partition.partition_layers` is valid;
+* LoRA (``training.peft``) is asked only of what it is costed for
+  (:func:`.lora.problem`: dense, standard attention, 16-bit);
 * parameters per GPU stay below :data:`MAX_PARAMS_PER_GPU` (a plan over it
   does not fit any GPU by far).
 
@@ -22,6 +24,7 @@ from ..config.validate import check_config
 from ..config.workload import Workload
 from ..errors import ConfigError
 from ..schedules import schedule_of
+from .lora import problem as lora_problem
 from .params import stage_params
 from .partition import partition_layers
 
@@ -31,6 +34,10 @@ MAX_PARAMS_PER_GPU = 1e12  # 2 TB of bf16 weights, ten times any GPU's memory
 def check_plan(w: Workload, topo: TopologyConfig) -> None:
     """Raise ConfigError for the first rule the plan breaks."""
     check_config(w, topo)
+    bad = lora_problem(w)
+    if bad is not None:
+        field, why = bad
+        raise ConfigError(field, getattr(w.training, field.split(".")[-1]), why)
     par = w.parallelism
     schedule_of(par).check(par.pipeline, w.num_microbatches, par.vp)
     _check_params(w)

@@ -107,6 +107,8 @@ def unit_collectives(w: Workload, topo: Topology, shape: PlanShape,
     share = per_chunk[chunk] / max(1, sum(per_chunk)) / units(
         shape, stage, chunk, stack.fsdp_units_per_layer)
     dense, expert = sp.dense * share, sp.expert * share
+    trained = sp.trainable  # the gradients reduced (all weights gathered; LoRA's base frozen)
+    t_dense, t_expert = trained.dense * share, trained.expert * share
     gather = reduce = outer = 0.0
     dense_in, expert_in = groups["dp_cp_intra"], groups["edp_intra"]
     if tr.params_sharded:
@@ -115,11 +117,11 @@ def unit_collectives(w: Workload, topo: Topology, shape: PlanShape,
             + collective_time("all_gather", expert * wb, expert_in, topo)
     if tr.grads_sharded:
         gb = reduced_bytes(w, stack)
-        reduce = collective_time("reduce_scatter", dense * gb, dense_in, topo) \
-            + collective_time("reduce_scatter", expert * gb, expert_in, topo)
+        reduce = collective_time("reduce_scatter", t_dense * gb, dense_in, topo) \
+            + collective_time("reduce_scatter", t_expert * gb, expert_in, topo)
         op = "reduce_scatter" if tr.outer_dp_sharding_strategy == "optim" else "all_reduce"
-        outer = collective_time(op, dense * gb / dense_in.size, groups["dp_cp_inter"], topo) \
-            + collective_time(op, expert * gb / expert_in.size, groups["edp_inter"], topo)
+        outer = collective_time(op, t_dense * gb / dense_in.size, groups["dp_cp_inter"], topo) \
+            + collective_time(op, t_expert * gb / expert_in.size, groups["edp_inter"], topo)
     return gather, reduce, outer
 
 
@@ -174,14 +176,16 @@ def copy_parts(w: Workload, topo: Topology, shape: PlanShape, stage: int, chunk:
         return 0.0, 0.0, 0.0
     sp = shape.params[stage]
     per_chunk = shape.partition.layers[stage]
-    params = (sp.dense + sp.expert) * per_chunk[chunk] / max(1, sum(per_chunk))
+    share = per_chunk[chunk] / max(1, sum(per_chunk))
+    params = (sp.dense + sp.expert) * share
+    trained = sp.trainable.total * share  # gradients copied in (not LoRA's frozen base)
     # the profile's copy-out bytes are per 16-bit parameter (read + write); a float8
     # all-gather copies out the 1-byte FP8 data it gathered (torchao fsdp_utils.py
     # fsdp_pre_all_gather returns ``float8_tensor._data``), so half of them
     width = gathered_bytes(w, stack) / weight_bytes(tr)
     gather = stack.fsdp_copy_bytes_per_param * width * params if tr.params_sharded else 0.0
     regather = gather if stack.reshards(w.parallelism.pipeline) else 0.0
-    reduce = stack.fsdp_reduce_copy_bytes_per_param * params
+    reduce = stack.fsdp_reduce_copy_bytes_per_param * trained
     gpu = topo.gpu
     return memory_time(gather, gpu), memory_time(regather, gpu), memory_time(reduce, gpu)
 

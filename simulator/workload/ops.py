@@ -27,7 +27,7 @@ from ..config.workload import Workload
 from ..shape import mla
 from ..shape.op_sac import model_block_mms
 from ..shape.plan_shape import microbatch_tokens
-from . import fp8
+from . import fp8, lora
 from .moe.eager import eager_expert_ops
 from .opcopy import derive
 from .stackops import attention_family, stack_of, with_stack_kernels
@@ -63,6 +63,9 @@ class Op:
     # attn: its backward when not 2.5x the forward's FLOPs in the same kernel (an FP8
     # sliding-window backward runs the whole causal triangle)
     backward: Op | None = None
+    # gemm: a frozen weight (LoRA's base layers, simulator/workload/lora.py): its backward
+    # runs the data gradient only, no weight gradient
+    frozen: bool = False
 
 
 def gemm(name: str, m: float, n: float, k: float, batch: float = 1.0,
@@ -255,7 +258,7 @@ def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
     if casts is not None:
         ops = fp8.with_casts(ops, casts, w.num_microbatches, w.training.fp8_param_gather,
                              stack_of(w))
-    return ops
+    return lora.with_adapters(w, ops)
 
 
 def mla_projections(w: Workload, x: Dims) -> list[Op]:
@@ -313,7 +316,7 @@ def output_forward(w: Workload) -> list[Op]:
     ops += _tp_in(x, "tp_allgather_logits")
     ops += [gemm("logits", x.T, x.v_t, x.h, column=True, dtype=dtype),
             mem("cross_entropy", 3 * x.T * x.v_t * 4)]
-    return with_stack_kernels(w, ops)
+    return lora.with_adapters(w, with_stack_kernels(w, ops))
 
 
 def backward_of(ops: list[Op]) -> list[Op]:
@@ -343,8 +346,9 @@ def backward_of(ops: list[Op]) -> list[Op]:
             if i in regather:
                 gather = regather[i]
                 out.append(derive(gather, name=gather.name + REGATHER))
-            out.append(derive(op, name=op.name + "_bwd", flops=2 * op.flops,
-                               batch=2 * op.batch, model_flops=2 * op.model_flops))
+            k = 1 if op.frozen else 2  # data gradient, and the weight gradient unless frozen
+            out.append(derive(op, name=op.name + "_bwd", flops=k * op.flops,
+                               batch=k * op.batch, model_flops=k * op.model_flops))
             if op.column and pending:
                 out.append(derive(pending.pop(0), name=op.name + "_input_grad_allreduce"))
         elif op.kind == "attn" and op.backward is not None:
@@ -354,6 +358,8 @@ def backward_of(ops: list[Op]) -> list[Op]:
                                model_flops=2 * op.model_flops))
         elif op.name in casts:
             continue  # placed before its GEMM's backward above
+        elif op.kind == "mem" and op.bwd_nbytes is not None:
+            out.append(derive(op, name=op.name + "_bwd", nbytes=op.bwd_nbytes))
         elif op.kind == "mem":
             out.append(derive(op, name=op.name + "_bwd", nbytes=2 * op.nbytes))
         elif op.comm == "all_reduce" and op.axis == "tp":

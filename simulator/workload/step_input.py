@@ -135,7 +135,7 @@ def engine_input(w: Workload, topo: Topology, shape: PlanShape, groups: dict[str
     twin = topo.place(2, strides(w)["pp"] * (P - 1)) \
         if sched.param_copies(P, p.vp) > 1 and P > 1 else None
     for s in range(P):
-        sp = params[s]
+        sp = params[s].trainable  # what gets gradients and an optimizer step (not LoRA's base)
         per_chunk = shape.partition.layers[s]
         total_layers = max(1, sum(per_chunk))
         row: list[list[tuple[float, float]]] = [] if with_buckets else [[] for _ in range(V)]

@@ -19,9 +19,10 @@ from .ops import Op, gemm
 
 
 def wgrad_ops(fwd: list[Op]) -> list[Op]:
-    """The weight-gradient GEMM of every forward GEMM: ``(k, n, m)`` for a ``(m, n, k)`` one."""
+    """The weight-gradient GEMM of every forward GEMM but a frozen one (LoRA's base
+    layers): ``(k, n, m)`` for a ``(m, n, k)`` one."""
     return [gemm(o.name + "_wgrad", o.shape[2], o.shape[1], o.shape[0], o.batch)
-            for o in fwd if o.kind == "gemm"]
+            for o in fwd if o.kind == "gemm" and not o.frozen]
 
 
 def wgrad_time(fwd: list[Op], ctx: CostContext) -> float:

@@ -1,0 +1,83 @@
+"""LoRA fine-tuning: frozen base weights with a trainable low-rank adapter per target linear.
+
+Hu et al. 2021 ("LoRA", arXiv:2106.09685, Sec. 4.1): a linear ``Y = X W`` (``W`` of
+``in x out``, frozen) gets ``Y += s * dropout(X) A B`` with ``A`` of ``in x r`` and ``B`` of
+``r x out`` (``r`` = ``training.lora_dim``), which train. As Megatron-Bridge's ``LoRA``
+(``peft/lora.py``, ``ParallelLinearAdapter``) and NeMo AutoModel's ``LinearLoRA`` run it:
+
+* **targets** (``training.lora_target_modules``, Megatron-Core names): ``linear_qkv`` and
+  ``linear_fc1`` (column-parallel: ``A`` whole on every TP rank, ``B`` split by output),
+  ``linear_proj`` and ``linear_fc2`` (row-parallel: ``A`` split by input, ``B`` whole). Per
+  GPU an adapter holds ``r * (in + out/t)`` or ``r * (in/t + out)`` parameters. The adapter's
+  partial sums ride the base layer's own TP reduction (AutoModel ``LinearLoRA.forward``
+  scales before ``B`` "so only one reduce-scatter is needed after addition"); the
+  ``T x r`` all-reduce a row-parallel ``A`` needs in Megatron-Bridge is left out (``r``
+  elements a token).
+* **compute** per adapter and micro-batch: the two GEMMs ``(T, r, in)`` and ``(T, out, r)``
+  in 16-bit, the dropout where ``lora_dropout > 0`` (on the adapter's input, ``pre``,
+  Megatron-Bridge's default; or on its output, ``post``, AutoModel's: read and write the
+  16-bit tensor and a 1-byte mask), and the add of the adapter's output into the base
+  output (read two, write one). Backward: the adapters' GEMMs run their data and weight
+  gradients; the frozen base GEMMs, the output layer's included, run only the data
+  gradient (half their usual backward; no weight gradient to defer under zero-bubble
+  schedules). The add's backward passes the gradient through (no kernel).
+* **memory**: the frozen weights are held in 16 bits with no gradient or optimizer state;
+  the adapters carry the run's gradient and optimizer bytes. Activations add, per adapter
+  and token, ``A``'s 16-bit output (``2 r`` bytes) and with dropout its mask (1 byte per
+  element it drops) and, ``pre``, the dropped copy of the input ``A`` reads (2 bytes an
+  element). The inputs of the base linears stay counted as in full training (the adapters'
+  ``A`` needs them for its weight gradient).
+* **data parallelism**: only the adapters' gradients are reduced and only their optimizer
+  step runs; FSDP still gathers the frozen weights for every forward and backward.
+
+Units: elements and FLOPs per GPU for one micro-batch; bytes where named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..config.workload import Workload
+from ..shape.lora import TARGETS, enabled, local_io
+
+ADAPTER = "_lora"  # name suffix of an adapter's ops
+
+
+def adapter_ops(w: Workload, name: str, tokens: float, element_bytes: float) -> list:
+    """The forward ops of target ``name``'s adapter after its base GEMM, for ``tokens``
+    tokens through the GEMM (module docstring)."""
+    from .ops import gemm, mem  # ops imports this module
+    tr = w.training
+    r = tr.lora_dim
+    i, o = local_io(w)[name]
+    op = TARGETS[name][0] + ADAPTER
+    ops = []
+    if tr.lora_dropout > 0 and tr.lora_dropout_position == "pre":
+        ops.append(mem(op + "_dropout", tokens * i * (2 * element_bytes + 1)))
+    ops += [gemm(op + "_a", tokens, r, i, dtype="bf16"),
+            gemm(op + "_b", tokens, o, r, dtype="bf16")]
+    if tr.lora_dropout > 0 and tr.lora_dropout_position == "post":
+        ops.append(mem(op + "_dropout", tokens * o * (2 * element_bytes + 1)))
+    # the add's backward passes the output gradient to both branches (no kernel); the two
+    # input gradients (base and adapter) are summed instead, on the input's width
+    add = mem(op + "_add", 3 * tokens * o * element_bytes)
+    ops.append(replace(add, bwd_nbytes=3 * tokens * i * element_bytes))
+    return ops
+
+
+def with_adapters(w: Workload, ops: list) -> list:
+    """``ops`` with every GEMM frozen and each target GEMM followed by its adapter; ``ops``
+    unchanged without LoRA."""
+    if not enabled(w):
+        return ops
+    by_op = {TARGETS[n][0]: n for n in w.training.lora_target_modules}
+    out = []
+    for o in ops:
+        if o.kind != "gemm":
+            out.append(o)
+            continue
+        out.append(replace(o, frozen=True))
+        name = by_op.get(o.name)
+        if name is not None:
+            out += adapter_ops(w, name, o.shape[0], 2.0)
+    return out

@@ -1,0 +1,137 @@
+"""LoRA fine-tuning (``training.peft: lora``): frozen base weights, trainable adapters.
+
+Closed forms from simulator/shape/lora.py and simulator/workload/lora.py: an adapter of
+rank ``r`` on a linear of ``in x out`` features holds ``r (in + out)`` parameters (TP-split
+on the base layer's split side), the frozen GEMMs run their data gradient only, and only
+the adapters carry gradients, optimizer states and data-parallel traffic.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.api import resolve, simulate_resolved
+from simulator.cli.main import main
+from simulator.errors import ConfigError
+from simulator.hardware import Topology
+from simulator.memory import estimate_memory
+from simulator.metrics.flops import forward_flops_per_sequence, model_flops_per_step
+from simulator.shape.lora import adapter_params_per_layer
+from simulator.workload.ops import backward_of, layer_forward
+from simulator.workload.plan import build_plan
+from simulator.workload.wgrad import wgrad_ops
+
+H, Q, KV, FFN, L, R = 4096, 4096, 1024, 14336, 32, 16
+MODEL = {"name": "llama3-8b", "num_layers": L, "hidden_size": H, "num_attention_heads": 32,
+         "num_query_groups": 8, "ffn_hidden_size": FFN, "gated_linear_unit": True,
+         "vocab_size": 128256, "seq_length": 4096, "hidden_dropout": 0.0,
+         "attention_dropout": 0.0, "untie_embeddings_and_output_weights": True}
+BASE = {"model": MODEL, "parallelism": {"tensor": 1, "pipeline": 1, "data": 1},
+        "training": {"global_batch_size": 16, "micro_batch_size": 2, "precision": "bf16",
+                     "peft": "lora", "lora_dim": R}}
+# r (in + out) per target: qkv h -> q+2kv, proj q -> h, fc1 h -> 2 ffn, fc2 ffn -> h
+PER_LAYER = R * ((H + Q + 2 * KV) + (Q + H) + (H + 2 * FFN) + (FFN + H))
+
+
+def _w(over: dict | None = None):
+    return resolve(BASE, "dgx-h100", over or {}, {})
+
+
+def test_adapter_parameters_closed_form_and_tp_split():
+    w, _ = _w()
+    assert adapter_params_per_layer(w) == PER_LAYER
+    # TP 2: column-parallel bases split B (the output), row-parallel ones split A (the input)
+    tp2, _ = _w({"parallelism.tensor": 2})
+    want = R * ((H + (Q + 2 * KV) / 2) + (Q / 2 + H) + (H + 2 * FFN / 2) + (FFN / 2 + H))
+    assert adapter_params_per_layer(tp2) == want
+    only_attn, _ = _w({"training.lora_target_modules": ["linear_qkv", "linear_proj"]})
+    assert adapter_params_per_layer(only_attn) == R * ((H + Q + 2 * KV) + (Q + H))
+
+
+def test_only_the_adapters_carry_gradients_and_optimizer_states():
+    w, t = _w()
+    full, _ = _w({"training.peft": "none"})
+    topo = Topology.from_config(t)
+    lora_mem, full_mem = estimate_memory(w, topo).stages[0], estimate_memory(full, topo).stages[0]
+    adapters = PER_LAYER * L
+    assert lora_mem.gradients == pytest.approx(4.0 * adapters)  # fp32 main grads
+    assert lora_mem.optimizer == pytest.approx(12.0 * adapters)  # fp32 params + Adam moments
+    assert lora_mem.parameters == pytest.approx(full_mem.parameters + 2.0 * adapters)
+    assert lora_mem.gradients < full_mem.gradients / 100
+
+
+def test_frozen_gemms_run_only_their_data_gradient():
+    w, _ = _w()
+    fwd = layer_forward(w)
+    bwd = backward_of(fwd)
+    base = {o.name: o for o in fwd if o.kind == "gemm"}
+    back = {o.name: o for o in bwd if o.kind == "gemm"}
+    for name in ("qkv", "attn_proj", "fc1", "fc2"):
+        assert base[name].frozen
+        assert back[name + "_bwd"].flops == pytest.approx(base[name].flops)  # dgrad only
+        a, b = base[name + "_lora_a"], base[name + "_lora_b"]
+        assert not a.frozen and back[name + "_lora_a_bwd"].flops == pytest.approx(2 * a.flops)
+        assert back[name + "_lora_b_bwd"].flops == pytest.approx(2 * b.flops)
+    # the adapters' forward GEMMs: 2 T r (in + out) per target
+    T = 2 * 4096
+    adapter = sum(o.flops for n, o in base.items() if "_lora_" in n)
+    assert adapter == pytest.approx(2 * T * PER_LAYER)
+    # zero-bubble schedules defer weight gradients: a frozen GEMM has none
+    assert {o.name for o in wgrad_ops(fwd)} == {n + "_wgrad" for n in base if "_lora_" in n}
+
+
+def test_model_flops_are_forward_plus_data_gradient():
+    w, _ = _w()
+    seq = forward_flops_per_sequence(w)
+    adapters = 2 * 4096 * PER_LAYER * L
+    assert model_flops_per_step(w) == pytest.approx((2 * seq + 3 * adapters) * 16)
+    full, _ = _w({"training.peft": "none"})
+    assert model_flops_per_step(full) == pytest.approx(3 * seq * 16)
+
+
+def test_data_parallel_syncs_only_the_adapters():
+    w, t = _w({"parallelism.data": 8, "training.global_batch_size": 64})
+    topo = Topology.from_config(t)
+    plan = build_plan(w, topo)
+    synced = sum(b for chunk in plan.engine_input.dp_bucket_bytes[0] for b in chunk)
+    # bf16 parameters reduce fp32 gradients by default (Megatron's main_grad)
+    assert synced == pytest.approx(4.0 * PER_LAYER * L, rel=1e-9)
+
+
+def test_lora_is_faster_and_lighter_than_full_fine_tuning():
+    w, t = _w()
+    full, tf = _w({"training.peft": "none"})
+    lora_r, full_r = simulate_resolved(w, t)[0], simulate_resolved(full, tf)[0]
+    assert lora_r.step_time_s < full_r.step_time_s
+    assert lora_r.memory_per_gpu_GB < full_r.memory_per_gpu_GB / 2
+    assert 0 < lora_r.hfu <= 1 and 0 < lora_r.mfu <= 1
+
+
+def test_dropout_costs_bytes_and_memory_where_it_runs():
+    w, t = _w()
+    topo = Topology.from_config(t)
+    base = estimate_memory(w, topo).stages[0].activations
+    pre, _ = _w({"training.lora_dropout": 0.1})
+    post, _ = _w({"training.lora_dropout": 0.1, "training.lora_dropout_position": "post"})
+    tokens = 2 * 4096 * L
+    inputs = H + Q + H + FFN  # the four adapters' input widths
+    outputs = (Q + 2 * KV) + H + 2 * FFN + H
+    # pre: a 1-byte mask and the dropped 16-bit copy of each input; post: the output's mask
+    assert estimate_memory(pre, topo).stages[0].activations - base == \
+        pytest.approx(tokens * 3 * inputs)
+    assert estimate_memory(post, topo).stages[0].activations - base == \
+        pytest.approx(tokens * outputs)
+
+
+def test_lora_on_what_it_does_not_cost_is_one_line(capsys):
+    moe = {"model.moe": {"num_experts": 8, "router_topk": 2, "ffn_hidden_size": 1024}}
+    with pytest.raises(ConfigError, match="training.peft"):
+        _w(moe)
+    with pytest.raises(ConfigError, match="training.lora_target_modules"):
+        _w({"training.lora_target_modules": ["linear_qkv", "linear_qkv"]})
+    assert main(["run", "mixtral-8x7b", "-t", "dgx-h100", "--set", "training.peft=lora"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "training.peft" in err[0]
+    assert main(["run", "llama3-8b", "-t", "dgx-h100", "--set", "training.peft=lora",
+                 "--set", "training.lora_dim=0"]) == 2
+    assert "training.lora_dim" in capsys.readouterr().err
