@@ -103,6 +103,13 @@ def test_detail_has_stages_timeline_and_fields():
                          "overrides": {"training.stack": "torchtitan"}})
     assert tt["fields"]["training.stack"] == "torchtitan"
     assert "torchtitan" in inputs.shipped()["stacks"]
+    # so is LoRA fine-tuning: the frozen base drops the gradients and optimizer states
+    lora = compute.detail({"workload": "llama3-8b", "topology": "dgx-h100",
+                           "overrides": {"training.peft": "lora"}})
+    full = compute.detail({"workload": "llama3-8b", "topology": "dgx-h100"})
+    assert lora["fields"]["training.peft"] == "lora" and full["fields"]["training.peft"] == "none"
+    assert lora["result"]["plan"]["peft"] == "lora"
+    assert lora["result"]["memory_per_gpu_GB"] < full["result"]["memory_per_gpu_GB"]
 
 
 def test_lru_is_bounded_and_keeps_the_recent():
