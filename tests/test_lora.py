@@ -135,3 +135,6 @@ def test_lora_on_what_it_does_not_cost_is_one_line(capsys):
     assert main(["run", "llama3-8b", "-t", "dgx-h100", "--set", "training.peft=lora",
                  "--set", "training.lora_dim=0"]) == 2
     assert "training.lora_dim" in capsys.readouterr().err
+    assert main(["memory", "llama3-8b", "-t", "dgx-h100", "--set", "training.peft=lora"]) == 0
+    assert "LoRA dim 32 on linear_qkv, linear_proj, linear_fc1, linear_fc2: base frozen" in \
+        capsys.readouterr().out

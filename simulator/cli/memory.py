@@ -79,6 +79,9 @@ def _states_line(w: Workload) -> str:
         text += f", {impl} {tr.sharding}" + (" (HSDP)" if k > 1 else "")
     if tr.cpu_offloading:
         text += f", {tr.cpu_offloading_num_layers} layers' activations offloaded to host"
+    if tr.peft == "lora":
+        text += (f", LoRA dim {tr.lora_dim} on {', '.join(tr.lora_target_modules)}: base "
+                 f"frozen (grads and optimizer for the adapters only)")
     return text
 
 
