@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from ..config.workload import Workload
 from ..moe import is_moe_layer
-from ..shape.lora import whole_io as lora_io
+from ..shape.lora import model_adapter_params_per_layer
 from ..shape.mla import attention_params, core_flops
 from ..workload.moe.layer import MoECost
 from ..workload.plan import Plan
@@ -95,13 +95,10 @@ def model_flops_per_step(w: Workload, causal: bool = False, kept_fraction: float
 
 
 def _adapter_forward_flops_per_sequence(w: Workload) -> float:
-    """Forward FLOPs of LoRA's adapters for one sequence, all layers (0 without LoRA)."""
-    if w.training.peft != "lora":
-        return 0.0
-    m, tr = w.model, w.training
-    per_token = sum(2.0 * tr.lora_dim * (i + o) for name, (i, o) in lora_io(w).items()
-                    if name in tr.lora_target_modules)
-    return per_token * m.seq_length * m.num_layers
+    """Forward FLOPs of LoRA's adapters for one sequence, all layers: two FLOPs per adapter
+    parameter and token (0 without LoRA)."""
+    m = w.model
+    return 2.0 * model_adapter_params_per_layer(w) * m.seq_length * m.num_layers
 
 
 def kept_fraction(plan: Plan) -> float:

@@ -55,6 +55,15 @@ def adapter_params_per_layer(w: Workload) -> float:
     return sum(r * (i + o) for i, o in local_io(w).values())
 
 
+def model_adapter_params_per_layer(w: Workload) -> float:
+    """Adapter parameters of one decoder layer of the whole model (before any TP split),
+    ``sum r * (in + out)`` over the targets; 0 without LoRA."""
+    if not enabled(w):
+        return 0.0
+    r = w.training.lora_dim
+    return sum(r * sum(whole_io(w)[name]) for name in w.training.lora_target_modules)
+
+
 def activation_bytes_per_token(w: Workload) -> float:
     """Bytes the adapters of one layer keep per token through its GEMMs for the backward:
     ``A``'s 16-bit output (``2 r``), and with dropout its 1-byte mask of the tensor it drops
