@@ -104,6 +104,7 @@ TRAINING = {"micro_batch_size": [1, 2, 4], "recompute": ["selective", "full"],
             "stack": ["torchtitan", "nemo-automodel"], "loss_num_chunks": [8, 3],
             "peft": ["lora"], "lora_dim": [1, 16], "lora_dropout": [0.1],
             "lora_dropout_position": ["post"], "lora_target_modules": [["linear_fc2"]],
+            "packed_document_length": [48.0, 1e9], "disable_parameter_transpose_cache": [True],
             "stack_settings": [{"fsdp.reshard_after_forward": False},
                                {"launch.elementwise_bytes_factor": {"rotary": 7.0}}]}
 GPU = {"gemm_efficiency": [0.01, 1.0], "attention_efficiency": [0.01, 1.0],
@@ -186,6 +187,12 @@ def workload_doc(draw, valid: bool) -> dict:
             training["loss_num_chunks"] = 8
         if "moe" in model:  # LoRA is costed for dense models only
             training.pop("peft", None)
+        if "packed_document_length" in training:  # whole documents, one rank's sequence
+            if par.get("context", 1) > 1:
+                training.pop("packed_document_length")
+            else:
+                training["packed_document_length"] = min(training["packed_document_length"],
+                                                         model["seq_length"] / 2)
         if {"data_parallel_sharding_strategy", "keep_fp8_transpose_cache"} & set(training):
             training["use_megatron_fsdp"] = True  # read only under Megatron-FSDP
     if valid:

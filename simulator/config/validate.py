@@ -56,6 +56,7 @@ def check_config(w: Workload, topo: TopologyConfig) -> None:
     _check_experts(w)
     _check_op_sac(w)
     _check_loss_chunks(w)
+    _check_packed(w)
 
 
 def op_sac_problem(w: Workload) -> str | None:
@@ -94,6 +95,25 @@ def _check_loss_chunks(w: Workload) -> None:
         raise ConfigError("training.loss_num_chunks", n,
                           f"must divide a rank's tokens per micro-batch (micro_batch_size x "
                           f"seq_length / context = {tokens}) into equal slices")
+
+
+def _check_packed(w: Workload) -> None:
+    """Packed documents (``training.packed_document_length``) fit in a sequence and run in
+    a fused kernel with per-document boundaries (THD, cu_seqlens), on one rank's whole
+    sequence: context-parallel splitting of packed documents is not modelled."""
+    n = w.training.packed_document_length
+    if n is None:
+        return
+    field = "training.packed_document_length"
+    if n > w.model.seq_length:
+        raise ConfigError(field, n, f"at most model.seq_length ({w.model.seq_length}): a "
+                          f"document is packed whole into one sequence")
+    if not (w.training.use_flash_attn or w.model.multi_latent_attention):
+        raise ConfigError(field, n, "needs a fused attention kernel that takes the document "
+                          "boundaries (THD, cu_seqlens): set training.use_flash_attn true")
+    if w.parallelism.context > 1:
+        raise ConfigError(field, n, f"packed documents under context parallelism "
+                          f"(context {w.parallelism.context}) are not modelled; use context 1")
 
 
 def _check_size(w: Workload, topo: TopologyConfig) -> None:

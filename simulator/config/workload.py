@@ -46,6 +46,7 @@ Dropout = real(ge=0, lt=1)
 LoraRank = integer(gt=0, le=MAX_WIDTH)
 ClampValue = real(gt=0, le=1e6)
 Headroom = real(ge=0, le=1e6)
+DocTokens = real(gt=0, le=MAX_TOKENS)
 
 
 class MoEConfig(Schema):
@@ -381,6 +382,11 @@ class TrainingConfig(Schema):
     # Megatron-FSDP keeps the FP8 transposes of the gathered weights across micro-batches
     # (Megatron-Core DDP keep_fp8_transpose_cache; Megatron-Bridge sets it False for FSDP)
     keep_fp8_transpose_cache: bool = False
+    # Megatron-Core --disable-parameter-transpose-cache (TransformerConfig; Megatron-Bridge's
+    # fine-tuning recipes set it): TE gets no is_first_microbatch, so the FP8 weights (their
+    # cast, or with fp8_param_gather their transpose) are rebuilt every micro-batch instead of
+    # once a step (simulator/workload/fp8.py).
+    disable_parameter_transpose_cache: bool = False
     # Megatron-Core --cross-entropy-loss-fusion / --cross-entropy-fusion-impl (Megatron-Bridge
     # defaults: True / "te"): TE's fused cross-entropy keeps the 16-bit logits only and
     # writes their gradient in place (simulator/memory/activations.py)
@@ -402,6 +408,12 @@ class TrainingConfig(Schema):
     # the output layer and loss run on this many slices of the tokens, each slice's logits
     # freed by its own backward (simulator/memory/activations.py). 1: the whole logits.
     loss_num_chunks: PositiveInt = 1
+    # Packed fine-tuning data (Megatron-Bridge dataset.packed_sequence_specs; NeMo / AutoModel
+    # packed SFT): each seq_length sequence holds several documents and attention runs within
+    # each (THD layout, cu_seqlens). The value is the documents' length-weighted mean length
+    # in tokens, sum(L_i^2) / sum(L_i), which sets the attention FLOPs exactly
+    # (simulator/workload/ops.py attention_core). None: attention spans the whole sequence.
+    packed_document_length: DocTokens | None = None
     # The software stack whose kernels and overlaps the run uses: a shipped profile
     # stacks/<name>.yaml (simulator/config/stacks.py); megatron = Megatron-Core + TE.
     stack: str = "megatron"

@@ -3,9 +3,10 @@
 Model FLOPs, per sequence forward and layer: QKV ``2*s*h*(a+2g)*d``,
 projection ``2*s*a*d*h``, MLP ``2*s*h*ffn`` per matrix, attention
 ``4*s^2*a*d`` (the full square: the PaLM / Megatron convention), plus the
-logits ``2*s*h*V``. Training is 3x the forward (Kaplan et al. 2020; Narayanan
-et al. 2021 Eq. 3 without the recompute term). For GPT-3 175B at s=2048 this
-gives 2.20e15 FLOPs per sequence, NVIDIA's published figure.
+logits ``2*s*h*V``. With packed documents (``training.packed_document_length`` =
+``L_w``) the square is the documents' own, ``4*s*L_w*a*d``. Training is 3x the forward
+(Kaplan et al. 2020; Narayanan et al. 2021 Eq. 3 without the recompute term). For GPT-3
+175B at s=2048 this gives 2.20e15 FLOPs per sequence, NVIDIA's published figure.
 
 Multi-latent attention (DeepSeek-V2/V3) replaces the QKV and projection terms by
 ``2*s`` times its weights (low-rank down/up projections, their norms, the shared
@@ -47,9 +48,12 @@ def _attention_flops(w: Workload, causal: bool) -> float:
     m = w.model
     s, h, a, g, d = m.seq_length, m.hidden_size, m.num_attention_heads, m.groups, m.head_dim
     half = 0.5 if causal else 1.0
+    doc = w.training.packed_document_length  # packed documents attend within themselves
+    keys = min(float(doc), float(s)) if doc is not None else s
     if m.multi_latent_attention:
-        return 2.0 * s * attention_params(m) + core_flops(m, s, s, a) * half
-    return 2 * s * h * (a + 2 * g) * d + 2 * s * a * d * h + 4 * s * s * a * d * half
+        return 2.0 * s * attention_params(m) + core_flops(m, s, keys, a) * half
+    square = 4 * s * keys * a * d * half
+    return 2 * s * h * (a + 2 * g) * d + 2 * s * a * d * h + square
 
 
 def forward_flops_per_sequence(w: Workload, causal: bool = False,

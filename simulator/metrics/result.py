@@ -138,6 +138,7 @@ def _plan_dict(plan: Plan) -> dict[str, Any]:
         "mbs": tr.micro_batch_size, "gbs": tr.global_batch_size,
         "microbatches": plan.workload.num_microbatches, "recompute": tr.recompute_kind,
         "recompute_detail": tr.recompute_plan.describe(), "peft": tr.peft,
+        "packed_document_length": tr.packed_document_length,
         "precision": tr.precision, "layers_per_stage": [sum(x) for x in plan.partition.layers],
         "sharding": tr.sharding, "megatron_fsdp": tr.use_megatron_fsdp,
         "optimizer_instances": tr.num_distributed_optimizer_instances,

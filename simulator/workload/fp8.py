@@ -30,7 +30,9 @@ other dimension also needs a transposed FP8 copy (TE's *columnwise* data of a
   parameter) once per optimizer step: TE caches the FP8 weights across the
   micro-batches of a step (``is_first_microbatch``), so the cost is spread over
   the step's micro-batches. With ``fp8_param_gather`` the weights already live
-  in FP8 and only the transpose is made (read 1 B + write 1 B: 2 B).
+  in FP8 and only the transpose is made (read 1 B + write 1 B: 2 B). Megatron-Core's
+  ``disable_parameter_transpose_cache`` passes no ``is_first_microbatch``: the weights'
+  bytes are paid every micro-batch.
 
 The bytes per element are the precision's (:class:`simulator.precision.Casts`); each
 cast is costed with :func:`simulator.compute.memory_time` (HBM bandwidth

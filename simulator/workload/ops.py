@@ -146,19 +146,27 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
     attention (Megatron 2022), the ``b*a*s*s`` score matrix is written and read
     by a fused scale-mask-softmax and a dropout (about 9 bytes per score
     element) between two batched GEMMs.
+
+    Packed documents (``training.packed_document_length`` = ``L_w``, the length-weighted
+    mean ``sum(L_i^2) / sum(L_i)``): each document attends within itself (Transformer
+    Engine's THD layout with ``cu_seqlens``; flash-attention varlen), so the square is
+    ``sum_i L_i^2 = s * L_w`` per sequence instead of ``s^2`` (the NeMo sequence-packing
+    guide's ``sum_i s_i^2`` against ``(sum_i s_i)^2``): ``4 * b * s * L_w * heads * d``,
+    half of it causal, in a kernel whose rows see ``L_w`` keys.
     """
     q = x.T  # local query tokens (s/cp per sequence, times b)
-    full = 4.0 * q * x.s * x.a_t * x.d  # unmasked square, local queries vs all keys
+    s_k = attended_keys(w, x)
+    full = 4.0 * q * s_k * x.a_t * x.d  # unmasked square, local queries vs all keys
     if w.model.multi_latent_attention:
-        full = mla.core_flops(w.model, q, x.s, x.a_t)
+        full = mla.core_flops(w.model, q, s_k, x.a_t)
     if w.training.use_flash_attn or w.model.multi_latent_attention:
         head = mla.qk_dim(w.model) if w.model.multi_latent_attention else x.d
-        kernel = (attention_family(w), float(x.s), float(head), True)
+        kernel = (attention_family(w), s_k, float(head), True)
         share = window_share(w)
         if share == 0.0 or x.cp > 1:
             return [_fp8_attention(w, x, Op("attention", "attn", flops=full * 0.5,
                                             model_flops=full, attn=kernel))]
-        keys = window_keys(x.s, w.model.window_size or 0)
+        keys = window_keys(s_k, w.model.window_size or 0)
         band = 4.0 * q * keys * x.a_t * head * share
         ops = [_fp8_attention(w, x, Op("attention_window", "attn", flops=band,
                                        model_flops=band,
@@ -180,6 +188,14 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
     ]
 
 
+def attended_keys(w: Workload, x: Dims) -> float:
+    """Keys of the causal span a query row belongs to before masking (tokens): the
+    sequence ``s``, or the packed documents' length-weighted mean length
+    (``training.packed_document_length``, at most ``s``)."""
+    doc = w.training.packed_document_length
+    return float(min(doc, x.s)) if doc is not None else float(x.s)
+
+
 def _fp8_attention(w: Workload, x: Dims, op: Op, causal_flops: float = 0.0,
                    causal_kernel: tuple[str, float, float, bool] | None = None) -> Op:
     """``op`` run in FP8 under ``--fp8-dot-product-attention`` (under context parallelism
@@ -191,14 +207,15 @@ def _fp8_attention(w: Workload, x: Dims, op: Op, causal_flops: float = 0.0,
     recipe = recipe_of(w.training)
     if not recipe or x.cp > 1:
         return op
+    s_k = attended_keys(w, x)
     if causal_kernel is None:
         back = derive(op, name=op.name + "_bwd", flops=2.5 * op.flops,
-                      model_flops=2 * op.model_flops, fp8_attn=(recipe, "bwd", float(x.s)))
-        return derive(op, fp8_attn=(recipe, "fwd", float(x.s)), backward=back)
+                      model_flops=2 * op.model_flops, fp8_attn=(recipe, "bwd", s_k))
+        return derive(op, fp8_attn=(recipe, "fwd", s_k), backward=back)
     back = derive(op, name=op.name + "_bwd", flops=2.5 * causal_flops,
                   model_flops=2 * op.model_flops, attn=causal_kernel,
-                  fp8_attn=(recipe, "bwd", float(x.s)))
-    return derive(op, fp8_attn=(recipe, "window_fwd", float(x.s)), backward=back)
+                  fp8_attn=(recipe, "bwd", s_k))
+    return derive(op, fp8_attn=(recipe, "window_fwd", s_k), backward=back)
 
 
 def window_keys(s: float, window: int) -> float:
@@ -256,8 +273,8 @@ def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
     ops = with_stack_kernels(w, ops)
     casts = w.training.precision_type.casts
     if casts is not None:
-        ops = fp8.with_casts(ops, casts, w.num_microbatches, w.training.fp8_param_gather,
-                             stack_of(w))
+        cached = 1 if w.training.disable_parameter_transpose_cache else w.num_microbatches
+        ops = fp8.with_casts(ops, casts, cached, w.training.fp8_param_gather, stack_of(w))
     return lora.with_adapters(w, ops)
 
 
