@@ -28,7 +28,7 @@ WORKLOAD_FIELDS = (
     "parallelism.pipeline_model_parallel_layout",
     "training.micro_batch_size", "training.global_batch_size", "training.precision",
     "training.recompute", "model.seq_length", "model.moe.token_dispatcher_type",
-    "training.stack", "training.peft",
+    "training.stack", "training.peft", "training.packed_document_length",
 )
 TOPOLOGY_FIELDS = ("tiers.0.bandwidth_GBps", "tiers.1.bandwidth_GBps")
 

@@ -201,7 +201,7 @@ function render(d) {
   $("#mem").textContent = `${r.memory_per_gpu_GB.toFixed(1)} GB`;
   $("#mem-cap").textContent = `of ${d.capacity_GB.toFixed(1)} GB · ${r.fits_in_memory ? "fits" : "does not fit"}`;
   $("#mem-card").classList.toggle("bad", !r.fits_in_memory);
-  $("#plan-label").textContent = `${r.workload} on ${r.topology}, ${p.schedule}, MBS ${p.mbs}, GBS ${p.gbs}, ${p.precision}, recompute ${p.recompute_detail || p.recompute}${p.peft === "lora" ? ", LoRA" : ""}`;
+  $("#plan-label").textContent = `${r.workload} on ${r.topology}, ${p.schedule}, MBS ${p.mbs}, GBS ${p.gbs}, ${p.precision}, recompute ${p.recompute_detail || p.recompute}${p.peft === "lora" ? ", LoRA" : ""}${p.packed_document_length ? `, packed ${p.packed_document_length}-token documents` : ""}`;
   renderBreakdown(r);
   renderMemory(d);
   renderTimeline(d.timeline);
