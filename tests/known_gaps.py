@@ -1,0 +1,12 @@
+"""Never-fitted runs whose miss a strict xfail holds, with the measured numbers and the physics
+the model lacks. The accuracy bars leave these runs to their xfail, so the bars stay where they
+are and a fix shows up as an XPASS (which fails the suite until the entry is removed)."""
+
+from __future__ import annotations
+
+# id -> the strict xfail that holds it
+KNOWN_GAPS: dict[str, str] = {
+    "mbridge2606-llama3-70b-sft-gb300-32g-mxfp8":
+        "tests/test_validation_megatron_bridge.py::test_sft_mxfp8_costs_what_it_measured "
+        "(-16.7 %: MXFP8 full training measured 12 % slower than FP8 on GB300, costed alike)",
+}
