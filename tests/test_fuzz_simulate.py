@@ -187,12 +187,10 @@ def workload_doc(draw, valid: bool) -> dict:
             training["loss_num_chunks"] = 8
         if "moe" in model:  # LoRA is costed for dense models only
             training.pop("peft", None)
-        if "packed_document_length" in training:  # whole documents, one rank's sequence
-            if par.get("context", 1) > 1:
-                training.pop("packed_document_length")
-            else:
-                training["packed_document_length"] = min(training["packed_document_length"],
-                                                         model["seq_length"] / 2)
+        if "packed_document_length" in training:  # whole documents, 2 x CP chunks each
+            training["packed_document_length"] = max(
+                2.0 * par.get("context", 1),
+                min(training["packed_document_length"], model["seq_length"] / 2))
         if {"data_parallel_sharding_strategy", "keep_fp8_transpose_cache"} & set(training):
             training["use_megatron_fsdp"] = True  # read only under Megatron-FSDP
     if valid:

@@ -68,8 +68,8 @@ def test_packed_steps_are_faster_and_a_whole_sequence_document_changes_nothing()
 def test_packed_documents_it_cannot_cost_are_one_line(capsys):
     with pytest.raises(ConfigError, match=r"training\.packed_document_length"):
         _w({"training.packed_document_length": S + 1.0})
-    with pytest.raises(ConfigError, match="context parallelism"):
-        _w({"training.packed_document_length": 512.0, "parallelism.context": 2,
+    with pytest.raises(ConfigError, match="2 x context"):
+        _w({"training.packed_document_length": 3.0, "parallelism.context": 2,
             "parallelism.data": 2})
     with pytest.raises(ConfigError, match="use_flash_attn"):
         _w({"training.packed_document_length": 512.0, "training.use_flash_attn": False})
@@ -98,3 +98,21 @@ def test_transpose_cache_off_pays_the_weights_every_micro_batch():
     bf16_off, _ = _w({"training.disable_parameter_transpose_cache": True})
     bf16, _ = _w()
     assert [o.nbytes for o in layer_forward(bf16_off)] == [o.nbytes for o in layer_forward(bf16)]
+
+
+def test_under_context_parallelism_each_document_is_split_over_the_ring():
+    """CP 2 (ring, zigzag): every document is split into 2 x CP chunks, so the ring's blocks
+    carry the documents' squares (the packed attention over the ranks) in blocks of
+    ``L_w / CP`` keys, while each step still passes the rank's whole KV chunk."""
+    cp = {"parallelism.context": 2, "parallelism.data": 2}
+    whole, t = _w(cp)
+    same, _ = _w({**cp, "training.packed_document_length": float(S)})
+    packed, _ = _w({**cp, "training.packed_document_length": 256.0})
+    r_whole, r_same, r_packed = (simulate_resolved(w, t)[0] for w in (whole, same, packed))
+    assert r_same.step_time_s == pytest.approx(r_whole.step_time_s, rel=1e-12)
+    assert r_packed.step_time_s < r_whole.step_time_s
+    # the same exchange behind less compute: no less of it exposed
+    assert r_packed.exposed_comm_s["cp"] >= r_whole.exposed_comm_s["cp"]
+    # each rank's attention op holds its share of the documents' squares
+    a = _op(packed, "attention")
+    assert a.flops == pytest.approx(0.5 * 4.0 * (S / 2) * 256.0 * (A / 2) * D)

@@ -99,8 +99,9 @@ def _check_loss_chunks(w: Workload) -> None:
 
 def _check_packed(w: Workload) -> None:
     """Packed documents (``training.packed_document_length``) fit in a sequence and run in
-    a fused kernel with per-document boundaries (THD, cu_seqlens), on one rank's whole
-    sequence: context-parallel splitting of packed documents is not modelled."""
+    a fused kernel with per-document boundaries (THD, cu_seqlens); under context
+    parallelism each is split into ``2 x context`` chunks (Megatron-Core's THD split, the
+    padding Megatron-Bridge's ``pad_seq_to_mult`` asks for)."""
     n = w.training.packed_document_length
     if n is None:
         return
@@ -111,9 +112,10 @@ def _check_packed(w: Workload) -> None:
     if not (w.training.use_flash_attn or w.model.multi_latent_attention):
         raise ConfigError(field, n, "needs a fused attention kernel that takes the document "
                           "boundaries (THD, cu_seqlens): set training.use_flash_attn true")
-    if w.parallelism.context > 1:
-        raise ConfigError(field, n, f"packed documents under context parallelism "
-                          f"(context {w.parallelism.context}) are not modelled; use context 1")
+    c = w.parallelism.context
+    if c > 1 and n < 2 * c:
+        raise ConfigError(field, n, f"at least 2 x context ({2 * c}) under context "
+                          f"parallelism: each document is split into 2 x context chunks")
 
 
 def _check_size(w: Workload, topo: TopologyConfig) -> None:

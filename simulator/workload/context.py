@@ -25,6 +25,13 @@ then runs on the full sequence for ``heads/p`` heads. Each rank sends
 
 Hybrid: Ulysses inside the scale-up domain, ring across it.
 
+Packed documents (``training.packed_document_length`` = ``L_w``; Transformer Engine's THD
+layout under CP): every document is split into ``2p`` chunks and each rank holds its pair of
+every document, so each (rank, step) block is the same causal pattern summed over the
+documents: the work matrix above scaled by ``s * L_w / s^2``, in blocks of ``L_w / p`` keys,
+while the KV each step passes is the rank's whole chunk as before (less compute to hide the
+same exchange behind).
+
 Each ring step runs as it does in Transformer Engine (``AttnFuncWithCPAndKVP2P``,
 transformer_engine/pytorch/attention.py): a partial flash-attention kernel on the block in
 hand, at the kernel efficiency of that block's shape (:func:`simulator.compute.attention.
@@ -53,6 +60,7 @@ from ..compute import attention_time, fp8_attention, memory_time
 from ..compute.attention import kernel_efficiency
 from ..config.stacks import run_stack
 from ..hardware import Topology
+from .ops import attended_keys
 
 BWD_FLOPS = 2.5  # flash-attention backward / forward FLOPs (Dao 2023)
 MERGE_FWD_BYTES = 6.0  # per output element per step: read partial 2 B, read+write acc 4 B
@@ -214,7 +222,10 @@ def make_attention(w, topo: Topology, groups, x):
         raise ConfigError("training.use_flash_attn", False,
                           "context parallelism needs fused (flash) attention, as in "
                           "Megatron-Core / Transformer Engine")
-    full = 4.0 * x.b * x.s * x.s * x.a_t * x.d  # unmasked, whole sequence, this TP rank
+    # unmasked, whole sequence, this TP rank; packed documents attend within themselves:
+    # the square is s * L_w (ops.attended_keys), split over the ranks as each document is
+    keys = attended_keys(w, x)
+    full = 4.0 * x.b * x.s * keys * x.a_t * x.d
     place = groups["cp"]
     elem = x.e
     algo = p.context_parallel_algo
@@ -226,7 +237,7 @@ def make_attention(w, topo: Topology, groups, x):
     kv_elems = 2.0 * x.b * (x.s / r) * (x.g_t / u) * x.d
     serial = 0.0 if stack.cp_merge_overlapped else 1.0  # TE: beside the next step's kernel
     fp8 = fp8_attention.recipe_of(w.training)
-    kernels = RingKernels(family=family, block_keys=x.s / r, head_dim=x.d,
+    kernels = RingKernels(family=family, block_keys=keys / r, head_dim=x.d,
                           merge_fwd_bytes=serial * MERGE_FWD_BYTES * out_elems,
                           merge_bwd_bytes=serial * MERGE_BWD_BYTES * (out_elems + kv_elems),
                           fp8=fp8)
@@ -239,9 +250,9 @@ def make_attention(w, topo: Topology, groups, x):
         if u > 1:
             uplace = topo.place(u, place.stride)
             qkv, out = ulysses_volume(x.b, x.s // r, u, x.a_t, x.g_t, x.d, elem)
-            eff = kernel_efficiency(family, topo.gpu, x.s / r, x.d, True)
+            eff = kernel_efficiency(family, topo.gpu, keys / r, x.d, True)
             if fp8:
-                eff *= fp8_attention.pass_rate(fp8, topo.gpu, x.s / r, x.d, True, backward)
+                eff *= fp8_attention.pass_rate(fp8, topo.gpu, keys / r, x.d, True, backward)
             cost = ulysses_attention(full / (r * r) if r > 1 else full, u,
                                      qkv * u / (u - 1), out * u / (u - 1), topo, uplace,
                                      backward, eff)
