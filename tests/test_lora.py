@@ -114,11 +114,13 @@ def test_dropout_costs_bytes_and_memory_where_it_runs():
     pre, _ = _w({"training.lora_dropout": 0.1})
     post, _ = _w({"training.lora_dropout": 0.1, "training.lora_dropout_position": "post"})
     tokens = 2 * 4096 * L
-    inputs = H + Q + H + FFN  # the four adapters' input widths
     outputs = (Q + 2 * KV) + H + 2 * FFN + H
-    # pre: a 1-byte mask and the dropped 16-bit copy of each input; post: the output's mask
+    # pre: a 1-byte mask and the dropped 16-bit copy of each input, which A then keeps
+    # instead of the input itself (QKV, FC1, FC2: +1 byte an element); the output
+    # projection's input is the attention output its kernel keeps anyway (+3); post: the
+    # output's mask
     assert estimate_memory(pre, topo).stages[0].activations - base == \
-        pytest.approx(tokens * 3 * inputs)
+        pytest.approx(tokens * (3 * Q + (H + H + FFN)))
     assert estimate_memory(post, topo).stages[0].activations - base == \
         pytest.approx(tokens * outputs)
 
@@ -138,3 +140,26 @@ def test_lora_on_what_it_does_not_cost_is_one_line(capsys):
     assert main(["memory", "llama3-8b", "-t", "dgx-h100", "--set", "training.peft=lora"]) == 0
     assert "LoRA dim 32 on linear_qkv, linear_proj, linear_fc1, linear_fc2: base frozen" in \
         capsys.readouterr().out
+
+
+def test_a_frozen_linear_keeps_no_input():
+    """Transformer Engine saves a linear's input only for its weight gradient
+    (``backward_needs_input = is_grad_enabled and weight.requires_grad``): under LoRA the
+    frozen bases keep none, a target's adapter keeps the 16-bit input its A reads."""
+    topo = Topology.from_config(_w()[1])
+    tokens = 2 * 4096 * L
+
+    def acts(over):
+        return estimate_memory(_w(over)[0], topo).stages[0].activations
+
+    full = {"training.peft": "none"}
+    qkv = {"training.lora_target_modules": ["linear_qkv"]}
+    # bf16, every target: the same inputs as full training, plus A's outputs
+    assert acts({}) - acts(full) == pytest.approx(tokens * 2 * R * 4)
+    # bf16, QKV only: no FC1 input (h) or FC2 input (ffn) kept
+    assert acts(qkv) - acts(full) == pytest.approx(tokens * (2 * R - 2 * H - 2 * FFN))
+    # FP8: full training keeps 1-byte copies of the four inputs (the projection's beside the
+    # attention's 16-bit output); LoRA on QKV keeps its adapter's 16-bit input only
+    fp8 = {"training.precision": "fp8", "training.fp8_recipe": "tensorwise"}
+    assert acts({**fp8, **qkv}) - acts({**fp8, **full}) == \
+        pytest.approx(tokens * (2 * R + (2 - 1) * H - H - Q - FFN))

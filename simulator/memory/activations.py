@@ -91,6 +91,24 @@ def _gemm_input_bytes(w: Workload) -> float:
     return w.training.precision_type.element_bytes
 
 
+def _saved_input_bytes(w: Workload, module: str) -> float:
+    """Bytes per element the backward keeps of base linear ``module``'s input (Megatron-Core
+    name: ``linear_qkv``, ``linear_proj``, ``linear_fc1``, ``linear_fc2``): the GEMM's own
+    copy in full training (:func:`_gemm_input_bytes`). Under LoRA the frozen base keeps none
+    (Transformer Engine ``linear.py``: ``backward_needs_input = is_grad_enabled and
+    weight.requires_grad``; the layer-norm linears the same); a targeted module's adapter
+    keeps the 16-bit input its ``A`` reads for ``A``'s weight gradient, or with ``pre``
+    dropout the dropped copy, which :func:`simulator.shape.lora.activation_bytes_per_token`
+    counts."""
+    tr = w.training
+    if tr.peft != "lora":
+        return _gemm_input_bytes(w)
+    if module not in tr.lora_target_modules:
+        return 0.0
+    pre_dropped = tr.lora_dropout > 0 and tr.lora_dropout_position == "pre"
+    return 0.0 if pre_dropped else BYTES_16
+
+
 def _fc1_out_bytes(w: Workload) -> float:
     """Bytes per element of the saved FC1 output (the activation's input): 16-bit, or 1 byte
     for a fused SwiGLU under ``activation_func_fp8_input_store`` (Megatron-Core
@@ -109,7 +127,7 @@ def _mlp_bytes_per_token(w: Workload, ffn: int) -> float:
     FC2 input (``ffn`` elements of :func:`_gemm_input_bytes`): 6*ffn gated (SwiGLU), 4*ffn
     otherwise, one byte per ``ffn`` less in FP8."""
     fc1_out = (2.0 if w.model.gated_linear_unit else 1.0) * _fc1_out_bytes(w) * ffn
-    return fc1_out + _gemm_input_bytes(w) * ffn
+    return fc1_out + _saved_input_bytes(w, "linear_fc2") * ffn
 
 
 def moe_load(w: Workload, expert_load_factor: float | None = 1.0) -> float:
@@ -219,13 +237,15 @@ def activation_bytes_per_layer(w: Workload, moe_layer: bool = False,
     # Korthikanti's 10sbh holds two 1-byte dropout masks (after attention and
     # after the MLP); a model trained without hidden dropout (Llama) keeps none.
     masks = 2.0 if m.hidden_dropout > 0 else 0.0
-    gemm_in = _gemm_input_bytes(w)
-    norms_out = 0.0 if rc.has("layernorm") else 2 * gemm_in
+    norms_out = 0.0 if rc.has("layernorm") else (_saved_input_bytes(w, "linear_qkv")
+                                                  + _saved_input_bytes(w, "linear_fc1"))
     replicated = (4.0 + norms_out + masks) * s * b * h / sp_div
     qd, kvd = m.num_attention_heads * m.head_dim, m.groups * m.head_dim
     # Q, K, V and the attention output (the output projection's input); in FP8 the
     # projection keeps its own 1-byte copy beside the attention's 16-bit one
-    proj_copy = tr.precision_type.element_bytes * qd if tr.precision_type.scaled else 0.0
+    # (a frozen LoRA base keeps none; an adapter reads the attention's own 16-bit output)
+    proj_copy = tr.precision_type.element_bytes * qd \
+        if tr.precision_type.scaled and tr.peft != "lora" else 0.0
     # --qk-layernorm: the norms keep their inputs, the query and key heads before the norm
     qk_norm_in = BYTES_16 * (qd + kvd) if m.qk_layernorm else 0.0
     qkv_b, out_b = _attention_saved_bytes(w)

@@ -25,8 +25,12 @@ Hu et al. 2021 ("LoRA", arXiv:2106.09685, Sec. 4.1): a linear ``Y = X W`` (``W``
   the adapters carry the run's gradient and optimizer bytes. Activations add, per adapter
   and token, ``A``'s 16-bit output (``2 r`` bytes) and with dropout its mask (1 byte per
   element it drops) and, ``pre``, the dropped copy of the input ``A`` reads (2 bytes an
-  element). The inputs of the base linears stay counted as in full training (the adapters'
-  ``A`` needs them for its weight gradient).
+  element). A frozen base linear keeps no copy of its input (Transformer Engine saves it
+  only for the weight gradient: ``backward_needs_input = is_grad_enabled and
+  weight.requires_grad``, ``module/linear.py``); a target's adapter keeps the 16-bit input
+  ``A`` reads (the dropped copy under ``pre`` dropout), so a linear without an adapter keeps
+  nothing, and under FP8 a target keeps 2 bytes an element where full training keeps 1
+  (``simulator/memory/activations.py`` ``_saved_input_bytes``).
 * **data parallelism**: only the adapters' gradients are reduced and only their optimizer
   step runs; FSDP still gathers the frozen weights for every forward and backward.
 
