@@ -185,8 +185,8 @@ def workload_doc(draw, valid: bool) -> dict:
         training.pop("use_flash_attn", None)
         if training.get("loss_num_chunks") == 3:  # divides no power-of-two token count
             training["loss_num_chunks"] = 8
-        if "moe" in model:  # LoRA is costed for dense models only
-            training.pop("peft", None)
+        if "moe" in model and training.get("peft") == "lora":  # attention adapters only
+            training["lora_target_modules"] = ["linear_qkv"]
         if "packed_document_length" in training:  # whole documents, 2 x CP chunks each
             training["packed_document_length"] = max(
                 2.0 * par.get("context", 1),

@@ -8,6 +8,7 @@ the adapters carry gradients, optimizer states and data-parallel traffic.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from simulator.api import resolve, simulate_resolved
@@ -17,6 +18,7 @@ from simulator.hardware import Topology
 from simulator.memory import estimate_memory
 from simulator.metrics.flops import forward_flops_per_sequence, model_flops_per_step
 from simulator.shape.lora import adapter_params_per_layer
+from simulator.workload.chunk_cost import ChunkCoster
 from simulator.workload.ops import backward_of, layer_forward
 from simulator.workload.plan import build_plan
 from simulator.workload.wgrad import wgrad_ops
@@ -127,13 +129,13 @@ def test_dropout_costs_bytes_and_memory_where_it_runs():
 
 def test_lora_on_what_it_does_not_cost_is_one_line(capsys):
     moe = {"model.moe": {"num_experts": 8, "router_topk": 2, "ffn_hidden_size": 1024}}
-    with pytest.raises(ConfigError, match="training.peft"):
-        _w(moe)
+    with pytest.raises(ConfigError, match=r"training\.lora_target_modules.*expert adapters"):
+        _w(moe)  # the default targets include the MLPs
     with pytest.raises(ConfigError, match="training.lora_target_modules"):
         _w({"training.lora_target_modules": ["linear_qkv", "linear_qkv"]})
     assert main(["run", "mixtral-8x7b", "-t", "dgx-h100", "--set", "training.peft=lora"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "training.peft" in err[0]
+    assert len(err) == 1 and "training.lora_target_modules" in err[0]
     assert main(["run", "llama3-8b", "-t", "dgx-h100", "--set", "training.peft=lora",
                  "--set", "training.lora_dim=0"]) == 2
     assert "training.lora_dim" in capsys.readouterr().err
@@ -163,3 +165,50 @@ def test_a_frozen_linear_keeps_no_input():
     fp8 = {"training.precision": "fp8", "training.fp8_recipe": "tensorwise"}
     assert acts({**fp8, **qkv}) - acts({**fp8, **full}) == \
         pytest.approx(tokens * (2 * R + (2 - 1) * H - H - Q - FFN))
+
+
+MOE = {"model.moe": {"num_experts": 8, "router_topk": 2, "ffn_hidden_size": 4096,
+                     "router_load": "uniform"},
+       "parallelism.expert": 1}
+ATTN = {"training.lora_target_modules": ["linear_qkv", "linear_proj"]}
+
+
+def test_lora_on_a_moe_model_freezes_its_experts():
+    """Adapters on the attention only; the routed experts freeze like the base: no
+    gradients or optimizer states, no expert-DP traffic, a data-gradient-only backward
+    (their weight-gradient GEMMs gone), no saved expert inputs, nothing for a zero-bubble
+    schedule to defer."""
+    w, t = _w({**MOE, **ATTN})
+    full, _ = _w({**MOE, "training.peft": "none"})
+    topo = Topology.from_config(t)
+    lora_plan, full_plan = build_plan(w, topo), build_plan(full, topo)
+    sp = lora_plan.shape.params[0]
+    assert sp.expert > 0 and sp.trainable.expert == 0.0
+    adapters = R * ((H + Q + 2 * KV) + (Q + H)) * L
+    lora_mem = estimate_memory(w, topo).stages[0]
+    assert lora_mem.gradients == pytest.approx(4.0 * adapters)
+    assert lora_mem.optimizer == pytest.approx(12.0 * adapters)
+    # the experts' backward: the forward's GEMMs once (data gradient), not twice
+    moe_l, moe_f = lora_plan.moe, full_plan.moe
+    kept = np.full(8, 4096)
+    gemms = moe_f._expert_gemms(kept).sum()
+    assert moe_f.expert_seconds(kept, True).sum() - moe_l.expert_seconds(kept, True).sum() \
+        == pytest.approx(gemms)
+    assert moe_l.expert_seconds(kept, False).sum() == moe_f.expert_seconds(kept, False).sum()
+    # the experts keep no dispatched FC1 input and no FC2 input
+    routed = 2 * 4096 * 2  # micro-batch x sequence x top-k, uniform
+    assert estimate_memory(full, topo).stages[0].activations \
+        - lora_mem.activations > routed * (H + 4096) * 2 * L * 0.99
+    lora_r, full_r = simulate_resolved(w, t)[0], simulate_resolved(full, t)[0]
+    assert lora_r.step_time_s < full_r.step_time_s and 0 < lora_r.hfu <= lora_r.mfu <= 1
+    # a zero-bubble schedule defers the adapters' weight gradients only
+    zb = {"parallelism.pipeline": 2, "parallelism.data": 1,
+          "parallelism.pipeline_schedule": "zb_h1"}
+    wz, _ = _w({**MOE, **ATTN, **zb})
+    fz, _ = _w({**MOE, "training.peft": "none", **zb})
+    w_lora = build_plan(wz, topo).engine_input.wgrad.sum()
+    w_full = build_plan(fz, topo).engine_input.wgrad.sum()
+    adapters_w = ChunkCoster(wz, topo).w_moe_base  # one layer's adapter weight gradients
+    assert adapters_w > 0
+    assert w_lora == pytest.approx(adapters_w * L * wz.num_microbatches)
+    assert w_lora < 0.05 * w_full

@@ -169,12 +169,14 @@ def _moe_mlp_bytes(w: Workload, s: float, b: float, sp_div: float, load: float,
         s * b * _mlp_bytes_per_token(w, moe.shared_expert_ffn_hidden_size) / t
     f_e = moe.ffn_hidden_size or m.ffn
     routed = s * b * moe.router_topk * load / t
-    act = _mlp_bytes_per_token(w, f_e) - (_gemm_input_bytes(w) * f_e if rc.has("moe_act")
-                                          else 0.0)
-    # dispatched FC1 input (its saved GEMM input: 1 byte in FP8) and, where the combine
-    # scales the expert outputs by the routing probabilities, the 16-bit expert output
+    act = _mlp_bytes_per_token(w, f_e) - (_saved_input_bytes(w, "linear_fc2") * f_e
+                                          if rc.has("moe_act") else 0.0)
+    # dispatched FC1 input (its saved GEMM input: 1 byte in FP8; none for LoRA's frozen
+    # experts) and, where the combine scales the expert outputs by the routing
+    # probabilities, the 16-bit expert output
     combine = 0.0 if run_stack(w.training).moe_probs_in_activation else BYTES_16
-    experts = routed * (act + (_gemm_input_bytes(w) + combine) * m.hidden_size * par.etp)
+    fc1_in = _saved_input_bytes(w, "linear_fc1")
+    experts = routed * (act + (fc1_in + combine) * m.hidden_size * par.etp)
     return router + shared + experts
 
 

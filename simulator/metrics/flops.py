@@ -119,12 +119,14 @@ def _routed_executed_per_gpu(moe: MoECost, full_recompute: bool) -> float:
 
     Per draw: the router GEMM ``2*tokens*E*h`` per rank and the kept
     assignments' expert GEMMs ``2*h*(ffn/etp)*mats`` each, spread over the EP
-    ranks; backward twice the forward; full recompute runs the forward again.
+    ranks; backward twice the forward (once for LoRA's frozen experts); full recompute runs
+    the forward again.
     """
     mats = 3 if moe.glu else 2
     per_assignment = 2.0 * moe.h * (moe.ffn / moe.etp) * mats
     router = 2.0 * moe.tokens * moe.moe.num_experts * moe.h
-    passes = 4.0 if full_recompute else 3.0
+    # frozen experts (LoRA) run the data gradient only
+    passes = (4.0 if full_recompute else 3.0) - (1.0 if moe.frozen else 0.0)
     kept, _, pairs = moe.kept_totals()
     return passes * (kept * per_assignment / moe.ep + pairs * router)
 

@@ -20,6 +20,10 @@ TARGETS: dict[str, tuple[str, bool]] = {"linear_qkv": ("qkv", True),
                                         "linear_fc2": ("fc2", False)}
 
 
+# the targets a MoE model may take: its MLPs (routed and shared experts, dense layers) freeze
+ATTENTION = frozenset({"linear_qkv", "linear_proj"})
+
+
 def enabled(w: Workload) -> bool:
     """Whether ``w`` fine-tunes with LoRA (``training.peft: lora``)."""
     return w.training.peft == "lora"
@@ -87,8 +91,11 @@ def problem(w: Workload) -> tuple[str, str] | None:
     if not enabled(w):
         return None
     m, tr = w.model, w.training
-    if m.moe is not None:
-        return "training.peft", "LoRA is costed for dense models; this one has MoE layers"
+    if m.moe is not None and not set(tr.lora_target_modules) <= ATTENTION:
+        return ("training.lora_target_modules",
+                "on a MoE model LoRA is costed on the attention linears only (linear_qkv, "
+                "linear_proj; the experts, router and MLPs frozen): expert adapters are not "
+                "costed")
     if m.multi_latent_attention:
         return "training.peft", "LoRA is costed for standard attention, not multi-latent"
     if len(set(tr.lora_target_modules)) != len(tr.lora_target_modules):

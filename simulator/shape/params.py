@@ -39,6 +39,8 @@ class StageParams:
     expert: float
     # of ``dense``, the frozen parameters (LoRA's base weights): held, never trained
     frozen: float = 0.0
+    # of ``expert``, the frozen ones (LoRA on a MoE model freezes its experts)
+    frozen_expert: float = 0.0
 
     @property
     def total(self) -> float:
@@ -47,9 +49,10 @@ class StageParams:
     @property
     def trainable(self) -> StageParams:
         """The parameters that get gradients and optimizer states (all but the frozen)."""
-        if not self.frozen:
+        if not self.frozen and not self.frozen_expert:
             return self
-        return StageParams(dense=self.dense - self.frozen, expert=self.expert)
+        return StageParams(dense=self.dense - self.frozen,
+                           expert=self.expert - self.frozen_expert)
 
 
 def _mlp_params(w: Workload, ffn: int) -> float:
@@ -155,7 +158,8 @@ def _with_tables(w: Workload, partition: Partition, stage: int, dense: float,
             expert += mtp.expert
     if w.training.peft == "lora":  # the base weights freeze; each layer's adapters train
         adapters = adapter_params_per_layer(w) * partition.stage_layers(stage)
-        return StageParams(dense=dense + adapters, expert=expert, frozen=dense)
+        return StageParams(dense=dense + adapters, expert=expert, frozen=dense,
+                           frozen_expert=expert)
     return StageParams(dense=dense, expert=expert)
 
 

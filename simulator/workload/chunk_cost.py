@@ -221,7 +221,8 @@ class ChunkCoster:
                 continue
             fp, bp = self.moe.part(layer, mb, False), self.moe.part(layer, mb, True)
             self.ep_parts += [fp, bp]
-            wg += self.w_moe_base + bp.experts / 2
+            # the experts' weight-gradient half of their backward (none when frozen: LoRA)
+            wg += self.w_moe_base + (0.0 if self.moe.frozen else bp.experts / 2)
             f.extend(self.moe_base[0], ops=ops)
             f.extend(moe_phase(fp, ops), ops=ops)
             b.extend(moe_phase(bp, ops), ops=ops)

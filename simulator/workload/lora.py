@@ -33,6 +33,13 @@ Hu et al. 2021 ("LoRA", arXiv:2106.09685, Sec. 4.1): a linear ``Y = X W`` (``W``
   (``simulator/memory/activations.py`` ``_saved_input_bytes``).
 * **data parallelism**: only the adapters' gradients are reduced and only their optimizer
   step runs; FSDP still gathers the frozen weights for every forward and backward.
+* **MoE models**: adapters on the attention linears only (``linear_qkv``, ``linear_proj``;
+  Megatron-Bridge's expert adapters, shared over an EP rank's experts, are not costed and
+  are refused). The routed experts, router, shared experts and dense MLPs freeze: the
+  experts' grouped GEMMs run the data gradient only (:mod:`.moe.layer`, ``frozen``), keep
+  no inputs, hold no gradients or optimizer states, send nothing over expert-DP and leave
+  a zero-bubble schedule no weight gradient to defer. Their host launches stay the full
+  backward's (the fitted host model counts kernels per pass, not per GEMM kind).
 
 Units: elements and FLOPs per GPU for one micro-batch; bytes where named.
 """

@@ -71,6 +71,8 @@ class MoECost:
         self.tokens = routed_tokens(w, T)
         self.prec = w.training.precision_type
         self.fp8 = self.prec.scaled  # quantises its inputs (casts, launches)
+        # LoRA on a MoE model freezes the experts: their backward runs the data gradient only
+        self.frozen = w.training.peft == "lora"
         self.seed = w.training.seed
         self.base = base or (Phase(), Phase())
         # seconds of the base ops' recompute + backward (a recomputed layer's backward)
@@ -197,6 +199,8 @@ class MoECost:
         ranks = (*per_expert.shape[:-1], self.ep, per_expert.shape[-1] // self.ep)
         out = ((per_expert.reshape(ranks).sum(axis=-1) + gpu.kernel_overhead_s)
                * (2.0 if backward else 1.0))
+        if backward and self.frozen:  # frozen experts: no weight-gradient GEMMs
+            out = out - self._expert_gemms(kept).reshape(ranks).sum(axis=-1)
         if self.eager.any:
             bw = gpu.hbm_bandwidth * gpu.memory_bandwidth_efficiency
             ea = self.eager
@@ -220,17 +224,11 @@ class MoECost:
         wide) in the backward, each once, so halved here against the caller's doubling.
         """
         gpu = self.topo.gpu
-        dtype = self.prec.kernel
         n = kept.astype(float)
         f = self.ffn / self.etp
         fc1_out = f * (2 if self.glu else 1)
-        shapes = [(n, fc1_out, self.h), (n, self.h, f)]
-        total = np.zeros_like(n)
+        total = self._expert_gemms(n)
         bw = gpu.hbm_bandwidth * gpu.memory_bandwidth_efficiency
-        for mm, nn, kk in shapes:
-            flops = 2.0 * mm * nn * kk
-            eff = gemm_efficiency(np.maximum(mm, 1.0), nn, kk, gpu, dtype)
-            total += flops / (gpu.peak(dtype) * eff) + gpu.kernel_overhead_s
         if self.prec.casts is not None:
             # forward: the FC1 and FC2 inputs (k wide); backward: the FC2 and FC1 output
             # gradients (h and fc1_out wide), once per step of the doubled backward
@@ -239,6 +237,19 @@ class MoECost:
                 + 2 * gpu.kernel_overhead_s * (0.5 if backward else 1.0)
         act = n * f * 2 * (3 if self.glu else 2) / bw
         return total + act
+
+    def _expert_gemms(self, n: np.ndarray) -> np.ndarray:
+        """Seconds of the two GEMMs (FC1, FC2) of one expert holding ``n`` assignments, one
+        pass, each at its shape's efficiency plus one kernel overhead."""
+        gpu, dtype = self.topo.gpu, self.prec.kernel
+        n = np.asarray(n, dtype=float)
+        f = self.ffn / self.etp
+        fc1_out = f * (2 if self.glu else 1)
+        total = np.zeros_like(n)
+        for mm, nn, kk in ((n, fc1_out, self.h), (n, self.h, f)):
+            eff = gemm_efficiency(np.maximum(mm, 1.0), nn, kk, gpu, dtype)
+            total += 2.0 * mm * nn * kk / (gpu.peak(dtype) * eff) + gpu.kernel_overhead_s
+        return total
 
     @property
     def deterministic(self) -> bool:

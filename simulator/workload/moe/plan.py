@@ -54,7 +54,8 @@ def chunk_sums(moe: MoECost, chunks: list[ChunkBase]) -> tuple[np.ndarray, ...]:
     """Per chunk and micro-batch, the duration, compute, exposed EP and expert seconds of
     the chunk's MoE layers summed: forward, backward and re-run forward ``[4, chunk,
     micro-batch]`` (fields :data:`D`, :data:`C`, :data:`X`, :data:`E`), and the W seconds
-    ``[chunk, micro-batch]``."""
+    ``[chunk, micro-batch]`` (none for frozen experts: LoRA defers no expert weight
+    gradient)."""
     table = moe.table
     per_draw = np.concatenate([moe.stacked(False)[_PHASE_FIELDS],
                                moe.stacked(True)[_PHASE_FIELDS],
@@ -64,7 +65,8 @@ def chunk_sums(moe: MoECost, chunks: list[ChunkBase]) -> tuple[np.ndarray, ...]:
         assert r == list(range(r[0], r[0] + len(r))) if r else True, \
             "a chunk's MoE layers are consecutive"
     if table.entry.shape[1] < 2:
-        return _chunk_sums_rows(per_draw, table.entry, chunks, rows)
+        mf, mb, mr, mw = _chunk_sums_rows(per_draw, table.entry, chunks, rows)
+        return mf, mb, mr, np.zeros_like(mw) if moe.frozen else mw
     # slot k of chunk i: the draw its k-th MoE layer uses per micro-batch, or a zero column
     zero = per_draw.shape[1]
     per_draw = np.concatenate([per_draw, np.zeros((per_draw.shape[0], 1))], axis=1)
@@ -95,6 +97,8 @@ def chunk_sums(moe: MoECost, chunks: list[ChunkBase]) -> tuple[np.ndarray, ...]:
     if counted:
         mw = mw.copy()
         mw[counted] = sums(per_draw[4 + E:5 + E], 2, counted)[0]
+    if moe.frozen:  # frozen experts (LoRA) have no weight gradient to defer
+        return mf, mb, mr, np.zeros_like(mw)
     return mf, mb, mr, mw / 2
 
 
