@@ -8,6 +8,7 @@ the adapters carry gradients, optimizer states and data-parallel traffic.
 
 from __future__ import annotations
 
+import json
 import numpy as np
 import pytest
 
@@ -212,3 +213,16 @@ def test_lora_on_a_moe_model_freezes_its_experts():
     assert adapters_w > 0
     assert w_lora == pytest.approx(adapters_w * L * wz.num_microbatches)
     assert w_lora < 0.05 * w_full
+
+
+def test_moe_lora_from_the_command_line(capsys):
+    attn = ["--set", "training.peft=lora", "--set",
+            "training.lora_target_modules=[linear_qkv,linear_proj]"]
+    assert main(["memory", "mixtral-8x7b", "-t", "dgx-h100", *attn]) == 0
+    assert "linear_qkv, linear_proj: base and experts frozen" in capsys.readouterr().out
+    assert main(["run", "mixtral-8x7b", "-t", "dgx-h100", *attn, "--format", "json"]) == 0
+    lora = json.loads(capsys.readouterr().out)
+    assert main(["run", "mixtral-8x7b", "-t", "dgx-h100", "--format", "json"]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert lora["step_time_s"] < full["step_time_s"]
+    assert lora["memory_per_gpu_GB"] < full["memory_per_gpu_GB"]

@@ -80,7 +80,8 @@ def _states_line(w: Workload) -> str:
     if tr.cpu_offloading:
         text += f", {tr.cpu_offloading_num_layers} layers' activations offloaded to host"
     if tr.peft == "lora":
-        text += (f", LoRA dim {tr.lora_dim} on {', '.join(tr.lora_target_modules)}: base "
+        frozen = "base and experts" if w.model.moe is not None else "base"
+        text += (f", LoRA dim {tr.lora_dim} on {', '.join(tr.lora_target_modules)}: {frozen} "
                  f"frozen (grads and optimizer for the adapters only)")
     return text
 
