@@ -9,6 +9,7 @@ the adapters carry gradients, optimizer states and data-parallel traffic.
 from __future__ import annotations
 
 import json
+
 import numpy as np
 import pytest
 
@@ -132,7 +133,7 @@ def test_lora_on_what_it_does_not_cost_is_one_line(capsys):
     moe = {"model.moe": {"num_experts": 8, "router_topk": 2, "ffn_hidden_size": 1024}}
     with pytest.raises(ConfigError, match=r"training\.lora_target_modules.*expert adapters"):
         _w(moe)  # the default targets include the MLPs
-    with pytest.raises(ConfigError, match="training.lora_target_modules"):
+    with pytest.raises(ConfigError, match=r"training\.lora_target_modules"):
         _w({"training.lora_target_modules": ["linear_qkv", "linear_qkv"]})
     assert main(["run", "mixtral-8x7b", "-t", "dgx-h100", "--set", "training.peft=lora"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
