@@ -40,7 +40,7 @@ from ..shape.lora import model_adapter_params_per_layer
 from ..shape.mla import attention_params, core_flops
 from ..workload.moe.layer import MoECost
 from ..workload.plan import Plan
-from ..shape.plan_shape import microbatch_runs
+from ..shape.plan_shape import attended_keys, microbatch_runs
 
 
 def _attention_flops(w: Workload, causal: bool) -> float:
@@ -48,8 +48,7 @@ def _attention_flops(w: Workload, causal: bool) -> float:
     m = w.model
     s, h, a, g, d = m.seq_length, m.hidden_size, m.num_attention_heads, m.groups, m.head_dim
     half = 0.5 if causal else 1.0
-    doc = w.training.packed_document_length  # packed documents attend within themselves
-    keys = min(float(doc), float(s)) if doc is not None else s
+    keys = attended_keys(w)  # packed documents attend within themselves
     if m.multi_latent_attention:
         return 2.0 * s * attention_params(m) + core_flops(m, s, keys, a) * half
     square = 4 * s * keys * a * d * half

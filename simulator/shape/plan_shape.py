@@ -108,6 +108,15 @@ def local_seq(w: Workload) -> float:
     return w.model.seq_length / w.parallelism.context
 
 
+def attended_keys(w: Workload) -> float:
+    """Keys of the causal span a query row belongs to before masking (tokens): the sequence,
+    or with packed documents their length-weighted mean ``sum(L_i^2) / sum(L_i)``
+    (``training.packed_document_length``, at most the sequence)."""
+    s = float(w.model.seq_length)
+    doc = w.training.packed_document_length
+    return min(float(doc), s) if doc is not None else s
+
+
 def microbatch_tokens(w: Workload) -> float:
     """Tokens of one micro-batch on one CP rank, ``micro_batch_size * seq_length / context``
     (each TP rank of it sees them all)."""

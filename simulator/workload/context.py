@@ -60,7 +60,7 @@ from ..compute import attention_time, fp8_attention, memory_time
 from ..compute.attention import kernel_efficiency
 from ..config.stacks import run_stack
 from ..hardware import Topology
-from .ops import attended_keys
+from ..shape.plan_shape import attended_keys
 
 BWD_FLOPS = 2.5  # flash-attention backward / forward FLOPs (Dao 2023)
 MERGE_FWD_BYTES = 6.0  # per output element per step: read partial 2 B, read+write acc 4 B
@@ -223,8 +223,8 @@ def make_attention(w, topo: Topology, groups, x):
                           "context parallelism needs fused (flash) attention, as in "
                           "Megatron-Core / Transformer Engine")
     # unmasked, whole sequence, this TP rank; packed documents attend within themselves:
-    # the square is s * L_w (ops.attended_keys), split over the ranks as each document is
-    keys = attended_keys(w, x)
+    # the square is s * L_w (plan_shape.attended_keys), split over the ranks as each document is
+    keys = attended_keys(w)
     full = 4.0 * x.b * x.s * keys * x.a_t * x.d
     place = groups["cp"]
     elem = x.e

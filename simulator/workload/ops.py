@@ -26,7 +26,7 @@ from ..compute.fp8_attention import recipe_of
 from ..config.workload import Workload
 from ..shape import mla
 from ..shape.op_sac import model_block_mms
-from ..shape.plan_shape import microbatch_tokens
+from ..shape.plan_shape import attended_keys, microbatch_tokens
 from . import fp8, lora
 from .moe.eager import eager_expert_ops
 from .opcopy import derive
@@ -155,7 +155,7 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
     half of it causal, in a kernel whose rows see ``L_w`` keys.
     """
     q = x.T  # local query tokens (s/cp per sequence, times b)
-    s_k = attended_keys(w, x)
+    s_k = attended_keys(w)
     full = 4.0 * q * s_k * x.a_t * x.d  # unmasked square, local queries vs all keys
     if w.model.multi_latent_attention:
         full = mla.core_flops(w.model, q, s_k, x.a_t)
@@ -188,14 +188,6 @@ def attention_core(w: Workload, x: Dims) -> list[Op]:
     ]
 
 
-def attended_keys(w: Workload, x: Dims) -> float:
-    """Keys of the causal span a query row belongs to before masking (tokens): the
-    sequence ``s``, or the packed documents' length-weighted mean length
-    (``training.packed_document_length``, at most ``s``)."""
-    doc = w.training.packed_document_length
-    return float(min(doc, x.s)) if doc is not None else float(x.s)
-
-
 def _fp8_attention(w: Workload, x: Dims, op: Op, causal_flops: float = 0.0,
                    causal_kernel: tuple[str, float, float, bool] | None = None) -> Op:
     """``op`` run in FP8 under ``--fp8-dot-product-attention`` (under context parallelism
@@ -207,7 +199,7 @@ def _fp8_attention(w: Workload, x: Dims, op: Op, causal_flops: float = 0.0,
     recipe = recipe_of(w.training)
     if not recipe or x.cp > 1:
         return op
-    s_k = attended_keys(w, x)
+    s_k = attended_keys(w)
     if causal_kernel is None:
         back = derive(op, name=op.name + "_bwd", flops=2.5 * op.flops,
                       model_flops=2 * op.model_flops, fp8_attn=(recipe, "bwd", s_k))
