@@ -10,9 +10,14 @@ Hu et al. 2021 ("LoRA", arXiv:2106.09685, Sec. 4.1): a linear ``Y = X W`` (``W``
   ``linear_proj`` and ``linear_fc2`` (row-parallel: ``A`` split by input, ``B`` whole). Per
   GPU an adapter holds ``r * (in + out/t)`` or ``r * (in/t + out)`` parameters. The adapter's
   partial sums ride the base layer's own TP reduction (AutoModel ``LinearLoRA.forward``
-  scales before ``B`` "so only one reduce-scatter is needed after addition"); the
-  ``T x r`` all-reduce a row-parallel ``A`` needs in Megatron-Bridge is left out (``r``
-  elements a token).
+  scales before ``B`` "so only one reduce-scatter is needed after addition"). This is
+  AutoModel's split, not Megatron-Bridge's: its ``ParallelLinearAdapter``
+  (``peft/utils.py`` @63b08b39) splits ``A`` by rank and gathers its ``T x r`` output on a
+  column-parallel target, and on a row-parallel target all-reduces ``A``'s ``T x r`` output
+  and all-gathers ``B``'s whole ``T x out`` output (``gather_output=True``), then splits it
+  back to the sequence-parallel shard. Those TP collectives are not costed; the one of
+  size is the row-parallel targets' ``T x out`` all-gather (``linear_proj``, ``linear_fc2``
+  under TP > 1), which the validated runs (``linear_qkv`` only, or TP 1) do not have.
 * **compute** per adapter and micro-batch: the two GEMMs ``(T, r, in)`` and ``(T, out, r)``
   in 16-bit, the dropout where ``lora_dropout > 0`` (on the adapter's input, ``pre``,
   Megatron-Bridge's default; or on its output, ``post``, AutoModel's: read and write the
