@@ -4,7 +4,8 @@ What a LoRA fine-tune holds and keeps follows from the workload's sizes alone; t
 runs are in :mod:`simulator.workload.lora` (whose docstring gives the model and sources).
 Per GPU after the TP split: a column-parallel base (``linear_qkv``, ``linear_fc1``) keeps
 ``A`` whole and splits ``B`` by output, a row-parallel one (``linear_proj``, ``linear_fc2``)
-splits ``A`` by input and keeps ``B`` whole (Megatron-Bridge ``ParallelLinearAdapter``).
+splits ``A`` by input and keeps ``B`` whole (NeMo AutoModel's ``LinearLoRA`` on a TP-sharded
+base; Megatron-Bridge's split differs, :mod:`simulator.workload.lora`).
 Units: elements per GPU; bytes where named.
 """
 
