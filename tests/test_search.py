@@ -157,3 +157,12 @@ def test_cli_search_says_a_workloads_layout_is_not_searched(capsys):
                  "parallelism.pipeline_model_parallel_layout=Ett|ttL"]) == 0
     assert "note: the workload's pipeline layout 'Ett|ttL' is its own plan's" in \
         capsys.readouterr().err
+
+
+def test_a_workload_no_plan_can_take_is_its_own_error(capsys):
+    """Every candidate fails on a field the search does not vary (LoRA on the experts of a
+    MoE model): the search says why in one line, exit 2, not "no plan fits in memory"."""
+    assert main(["search", "mixtral-8x7b", "-t", "dgx-h100", "--gpus", "16",
+                 "--set", "training.peft=lora"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "training.lora_target_modules" in err[0]

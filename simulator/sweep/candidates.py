@@ -209,15 +209,18 @@ def with_recompute(w: Workload, recompute: str) -> Workload:
                 "recompute_modules": None})})
 
 
-def resolve_shapes(base: dict, t: TopologyConfig, found: list[Shape]
+def resolve_shapes(base: dict, t: TopologyConfig, found: list[Shape], raise_errors: bool = False
                    ) -> tuple[list[tuple[Shape, Workload]], Counter]:
-    """Validate each shape on the base workload document; count the reasons of the rest."""
+    """Validate each shape on the base workload document; count the reasons of the rest
+    (``raise_errors``: raise the first instead)."""
     valid, reasons = [], Counter()
     for shape in found:
         try:
             w = validate_model(Workload, apply_overrides(base, shape.overrides()), {}, "")
             check_plan(w, t)
         except ConfigError as exc:
+            if raise_errors:
+                raise
             reasons[exc.field] += 1
             continue
         valid.append((shape, w))

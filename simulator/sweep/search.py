@@ -73,6 +73,25 @@ PLAN_COLUMNS = ("tp", "pp", "vp", "cp", "ep", "dp", "mbs", "recompute", "sp", "s
                 "sharding")
 
 
+def _refuse_the_workload(base: dict, t: Any, found: list, valid: list, reasons: Any) -> None:
+    """Raise the error itself when no candidate is valid and some fail on a field the search
+    does not vary: the workload is what is wrong (a LoRA target its model cannot take, say),
+    not a plan, and "no plan fits" would hide why."""
+    if valid or not found:
+        return
+    # the plan's fields, and the batch whose divisibility each plan's DP sets
+    varied = {*found[0].overrides(), "training.global_batch_size"}
+    own = [f for f in reasons if f not in varied and not f.startswith("parallelism.")]
+    if not own:
+        return
+    for shape in found:
+        try:
+            resolve_shapes(base, t, [shape], raise_errors=True)
+        except ConfigError as exc:
+            if exc.field == own[0]:
+                raise
+
+
 @dataclass
 class SearchResult:
     """Ranked top plans, the baselines, and what each pruning step removed."""
@@ -258,6 +277,7 @@ def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
         raise ConfigError("--gpus", gpus, f"gives {len(found)} plan shapes, over the cap of "
                           f"{MAX_SHAPES}; narrow --micro-batch-sizes or --max-context")
     valid, reasons = resolve_shapes(base, t, found)
+    _refuse_the_workload(base, t, found, valid, reasons)
     counts = {"plans": 3 * len(found), "invalid": 3 * sum(reasons.values()), "over_memory": 0,
               "recompute_dominated": 0, "pruned_by_bound": 0, "not_simulated_cap": 0,
               "simulated": 0}
