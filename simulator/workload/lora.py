@@ -15,9 +15,13 @@ Hu et al. 2021 ("LoRA", arXiv:2106.09685, Sec. 4.1): a linear ``Y = X W`` (``W``
   (``peft/utils.py`` @63b08b39) splits ``A`` by rank and gathers its ``T x r`` output on a
   column-parallel target, and on a row-parallel target all-reduces ``A``'s ``T x r`` output
   and all-gathers ``B``'s whole ``T x out`` output (``gather_output=True``), then splits it
-  back to the sequence-parallel shard. Those TP collectives are not costed; the one of
-  size is the row-parallel targets' ``T x out`` all-gather (``linear_proj``, ``linear_fc2``
-  under TP > 1), which the validated runs (``linear_qkv`` only, or TP 1) do not have.
+  back to the sequence-parallel shard. Those TP collectives are not costed. Two are of size:
+  the row-parallel targets' ``T x out`` all-gather (``linear_proj``, ``linear_fc2`` under
+  TP > 1), and under sequence parallelism with userbuffer overlap of the QKV / FC1 fprop
+  (``get_adapter_attributes_from_linear``: no ``return_layernorm_output_gathered`` then) the
+  column-parallel targets' own all-gather of their ``T x in`` input (reduce-scatter in the
+  backward). The 26.06 H100 LoRA run (TP 2, SP, ``tp_comm_overlap`` with the default
+  userbuffer config, ``linear_qkv``) has the second: about 2-3 % of its step by the sizes.
 * **compute** per adapter and micro-batch: the two GEMMs ``(T, r, in)`` and ``(T, out, r)``
   in 16-bit, the dropout where ``lora_dropout > 0`` (on the adapter's input, ``pre``,
   Megatron-Bridge's default; or on its output, ``post``, AutoModel's: read and write the
