@@ -9,6 +9,7 @@ the adapters carry gradients, optimizer states and data-parallel traffic.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,8 @@ from simulator.hardware import Topology
 from simulator.memory import estimate_memory
 from simulator.metrics.flops import forward_flops_per_sequence, model_flops_per_step
 from simulator.shape.lora import adapter_params_per_layer
+from simulator.validation.cases import load_cases
+from simulator.validation.predict import predict_step_time
 from simulator.workload.chunk_cost import ChunkCoster
 from simulator.workload.ops import backward_of, layer_forward
 from simulator.workload.plan import build_plan
@@ -227,3 +230,15 @@ def test_moe_lora_from_the_command_line(capsys):
     full = json.loads(capsys.readouterr().out)
     assert lora["step_time_s"] < full["step_time_s"]
     assert lora["memory_per_gpu_GB"] < full["memory_per_gpu_GB"]
+
+
+def test_the_shipped_lora_example_is_the_validated_recipe(capsys):
+    """workloads/llama3-70b-lora.yaml is the 26.06 Megatron-Bridge GB200 LoRA recipe: it
+    predicts what its validation case predicts (validation/megatron_bridge/lora.yaml)."""
+    folder = Path(__file__).resolve().parents[1] / "validation" / "megatron_bridge"
+    case = next(c for c in load_cases(folder) if c.id == "mbridge2606-llama3-70b-lora-gb200-8g-fp8")
+    w, t = resolve("llama3-70b-lora", "gb200-nvl72", {}, {})
+    assert simulate_resolved(w, t)[0].step_time_s == pytest.approx(predict_step_time(case),
+                                                                   rel=1e-9)
+    assert main(["run", "llama3-70b-lora", "-t", "gb200-nvl72"]) == 0
+    assert ", LoRA, packed documents of 230 tokens" in capsys.readouterr().out.splitlines()[0]

@@ -96,6 +96,7 @@ def format_table(r: Result) -> str:
         + (f" VP{p['vp']}" if p["vp"] > 1 else "")
         + f", {p['schedule']}, MBS {p['mbs']}, GBS {p['gbs']} ({p['microbatches']} micro-batches)"
         f", recompute {p.get('recompute_detail') or p['recompute']}, {p['precision']}"
+        + (", LoRA" if p.get("peft") == "lora" else "")
         + (f", packed documents of {p['packed_document_length']:g} tokens"
            if p.get("packed_document_length") else "")
         + (f", {FSDP_NAMES.get(p.get('fsdp') or 'megatron_fsdp', p.get('fsdp'))} {p['sharding']}"
