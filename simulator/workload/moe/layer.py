@@ -199,8 +199,6 @@ class MoECost:
         ranks = (*per_expert.shape[:-1], self.ep, per_expert.shape[-1] // self.ep)
         out = ((per_expert.reshape(ranks).sum(axis=-1) + gpu.kernel_overhead_s)
                * (2.0 if backward else 1.0))
-        if backward and self.frozen:  # frozen experts: no weight-gradient GEMMs
-            out = out - self._expert_gemms(kept).reshape(ranks).sum(axis=-1)
         if self.eager.any:
             bw = gpu.hbm_bandwidth * gpu.memory_bandwidth_efficiency
             ea = self.eager
@@ -227,7 +225,9 @@ class MoECost:
         n = kept.astype(float)
         f = self.ffn / self.etp
         fc1_out = f * (2 if self.glu else 1)
-        total = self._expert_gemms(n)
+        # the caller doubles the backward: frozen experts (LoRA) run their GEMMs' data
+        # gradient only, so half of it here
+        total = self._expert_gemms(n) * (0.5 if backward and self.frozen else 1.0)
         bw = gpu.hbm_bandwidth * gpu.memory_bandwidth_efficiency
         if self.prec.casts is not None:
             # forward: the FC1 and FC2 inputs (k wide); backward: the FC2 and FC1 output
