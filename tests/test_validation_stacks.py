@@ -10,7 +10,7 @@ import statistics
 import pytest
 import yaml
 
-from simulator.api import resolve
+from simulator.api import resolve, simulate_resolved
 from simulator.errors import ConfigError
 from simulator.hardware import Topology
 from simulator.memory import estimate_memory
@@ -119,14 +119,19 @@ def test_torchao_readme_h100_fp8_gain_as_measured(records):
     assert predicted == pytest.approx(measured, rel=0.03)
 
 
-@pytest.mark.xfail(strict=True, reason="both rows run 20 % slower than predicted, and "
-                   "the FP8 gain is right (test above); the source's own tutorial shows a "
-                   "95 GiB H100 part (not the 80 GB DGX H100 modelled), power limit unknown: "
-                   "validation/analysis.md, torchao section")
-def test_torchao_readme_h100_steps_within_10_percent(records):
-    errs = [abs(r["error"]) for r in records if r["source"] == "torchao-float8-readme"]
-    assert len(errs) == 2
-    assert max(errs) <= 0.10
+def test_torchao_readme_h100_steps_on_the_part_they_ran_on(records):
+    # The source's own tutorial logs print a 95.0 GiB device: a 96 GB Grand Teton H100
+    # (HBM2e, below 700 W; the case's topology_overrides and their sources), not the
+    # 80 GB DGX H100. On it both rows are within 5 %; on the DGX H100 they were 20 % fast.
+    by = {r["id"]: r for r in records if r["source"] == "torchao-float8-readme"}
+    assert len(by) == 2
+    assert all(abs(r["error"]) <= 0.05 for r in by.values()), by
+    case = next(c for c in load_cases(FOLDER) if c.id == "torchao-readme-8b-h100-bf16")
+    assert case.topology_overrides["gpu.power_limit_W"] == 500
+    assert case.topology_overrides["gpu.hbm_usable_MiB"] / 1024 == pytest.approx(30.99 / 0.3262, abs=0.05)
+    w, t = resolve(case.spec["workload"], case.topology, case.spec["overrides"], {})
+    dgx = float(simulate_resolved(w, t)[0].step_time_s)
+    assert dgx / case.measured - 1 < -0.15  # the 80 GB, 700 W part: far too fast
 
 
 def _nvfp4_doc_memory_GiB() -> dict[str, float]:
