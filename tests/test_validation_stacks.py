@@ -226,9 +226,29 @@ def test_deepspeed_runs_meet_the_bar(records):
     "(1.18 s) and FA2's measured 35 % of peak are sourced; the run's 389 model TFLOP/s needs "
     "more than the simulator's FA2 and GEMM rates give. Its Qwen3-30B-A3B MoE run (8 H100, "
     "EP 8, DeepEP, fake balanced gate) is +10 % and its Kimi K2 run (256 H100, PP 8 x EP 32) "
-    "-10 % (one source)"))
+    "-10 %; of its six LoRA rows the four on TP 2 are -2.2 .. +8.9 %, the two on one GPU "
+    "+10 / +16 % (one source)"))
 def test_nemo_automodel_runs_meet_the_bar(records):
-    _bar(crossvalidate(records), "nemo-automodel", 3)
+    _bar(crossvalidate(records), "nemo-automodel", 9)
+
+
+def test_nemo_automodel_lora_rows(records):
+    # AutoModel's LoRA table (frozen base, dim-16 adapters on every projection): the TP 2 rows
+    # on one and two nodes within 10 %, and the two-node step faster than the one-node step
+    # by about what was measured (GA 4 -> 2 over twice the GPUs)
+    rows = {r["id"]: r for r in records if r["id"].startswith("automodel-lora-")}
+    assert len(rows) == 6
+    tp2 = [r for cid, r in rows.items() if "-1g" not in cid]
+    assert len(tp2) == 4 and all(abs(r["error"]) <= 0.10 for r in tp2), tp2
+    for model in ("llama3-70b", "qwen25-32b"):
+        one, two = rows[f"automodel-lora-{model}-h100-8g"], rows[f"automodel-lora-{model}-h100-16g"]
+        assert two["predicted"] / one["predicted"] == pytest.approx(
+            two["measured"] / one["measured"], rel=0.10)
+    # one GPU, Hugging Face model with Liger kernels and post-dropout adapters: inside the
+    # issue's 20 % worst bar, though too slow (+10 / +16 %), as the one-GPU SDPA-backend runs
+    # are (validation/analysis.md: GEMM constants fitted on 8-GPU steps)
+    single = [r["error"] for cid, r in rows.items() if "-1g" in cid]
+    assert len(single) == 2 and all(abs(e) <= 0.20 for e in single), single
 
 
 def test_deepspeed_blocking_sends_slow_the_mtnlg_plan(records):
