@@ -77,11 +77,26 @@ def test_megatron_stack_and_long_band_meet_the_source_out_bar(records):
     # worst <= 20 %. Nothing in validation/stacks/ is fitted (FITTED_ON is empty and no
     # profile ships an efficiency factor), so every plain error is a left-out one.
     assert not FITTED_ON
-    for key, value in (("stack", "megatron"), ("band", ">= 32K")):
+    for key, value in (("stack", "megatron"), ("stack", "fsdp1"), ("band", ">= 32K"),
+                       ("band", "8K-31K")):
         errs = [abs(r["error"]) for r in records if r[key] == value]
         assert len(errs) >= 12
         assert statistics.median(errs) <= 0.06, (value, statistics.median(errs))
         assert max(errs) <= 0.20, (value, max(errs))
+    # below 8K the median holds too (34 runs); its worst is MT-NLG's, the deepspeed xfail
+    short = [abs(r["error"]) for r in records if r["band"] == "< 8K"]
+    assert len(short) >= 30 and statistics.median(short) <= 0.06, statistics.median(short)
+    assert max(e for r, e in zip([r for r in records if r["band"] == "< 8K"], short)
+               if r["stack"] != "deepspeed") <= 0.20
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "torchtitan, 14 runs of three sources: median 6.7 % (bar 6 %), worst 16.8 %; the float8 "
+    "blog's 70B rows on 128 and 512 GPUs are 7.5-16.8 % too slow at the best plan that fits "
+    "and its 405B rows on 512 GPUs 6-9 % too fast (validation/analysis.md)"))
+def test_torchtitan_runs_meet_the_bar(records):
+    # no profile ships a factor, so the plain errors are the source-left-out ones
+    _bar([{**r, "cv_error": r["error"]} for r in records], "torchtitan", 14)
 
 
 def test_fsdp_and_fp8_stacks_beat_the_megatron_profile(records):
@@ -95,15 +110,19 @@ def test_fsdp_and_fp8_stacks_beat_the_megatron_profile(records):
         c = cases[cid]
         c.spec["overrides"] = {**c.spec["overrides"], "training.stack": "megatron"}
         other[cid] = predict_step_time(c) / c.measured - 1
-    # the 7B-13B runs (FP8 and bf16): their profile within 4 % at the median, the megatron
-    # profile 12-26 % too fast on every one (the issue's "FSDP stacks 11-19 % too fast")
+    # the 7B-13B runs (FP8 and bf16, A100 and H100): their profile within 4 % at the median,
+    # the megatron profile 10-22 % too fast on the compute-bound ones (the issue's "FSDP stacks
+    # 11-19 % too fast"; the 13B HSDP / FSDP rows on fms-fsdp's 400-800 Gb/s nodes are
+    # network-bound under either profile)
     small = [cid for cid in mine if "-7b" in cid or "-8b" in cid or "-13b" in cid]
-    assert len(small) == 4
+    assert len(small) == 10
     assert statistics.median(abs(mine[c]) for c in small) < 0.04, mine
-    assert all(other[c] < -0.10 for c in small), other
-    # all 14 now: median 7.0 %, worst 16.8 %; the float8 blog's 70B / 405B rows on 128 GPUs
-    # are 6-17 % too slow at the best plan that fits (its FP8 gain, 1.50x, is above the
-    # predicted 1.41x), its 405B rows on 512 GPUs 6-9 % too fast (micro-batch 4 searched)
+    assert statistics.median(other[c] for c in small) < -0.10, other
+    assert sum(other[c] < -0.10 for c in small) >= 7, other
+    # all 26 now: median 5.9 %, worst 17.7 % (fms-fsdp 13B HSDP on 96 H100); the float8
+    # blog's 70B / 405B rows on 128 GPUs are 6-17 % too slow at the best plan that fits (its
+    # FP8 gain, 1.50x, is above the predicted 1.41x), its 405B rows on 512 GPUs 6-9 % too
+    # fast (micro-batch 4 searched)
     assert statistics.median(abs(e) for e in mine.values()) <= 0.08, mine
     assert max(abs(e) for e in mine.values()) <= 0.20, mine
 
