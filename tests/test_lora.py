@@ -132,6 +132,25 @@ def test_dropout_costs_bytes_and_memory_where_it_runs():
         pytest.approx(tokens * outputs)
 
 
+def test_dropout_position_defaults_to_the_stack_s():
+    # Megatron-Bridge's LoRA drops the adapter's input (pre), NeMo AutoModel's its output
+    # (post; stacks/*.yaml peft.lora_dropout_position); a run's own setting wins
+    def acts(over):
+        w, t = _w({"training.lora_dropout": 0.1, **over})
+        return estimate_memory(w, Topology.from_config(t)).stages[0].activations
+    pre = acts({"training.lora_dropout_position": "pre"})
+    post = acts({"training.lora_dropout_position": "post"})
+    assert pre != post
+    assert acts({}) == pre  # megatron, the default stack
+    assert acts({"training.stack": "nemo-automodel"}) == acts(
+        {"training.stack": "nemo-automodel", "training.lora_dropout_position": "post"})
+    assert acts({"training.stack": "nemo-automodel", "training.lora_dropout_position": "pre"}) \
+        == pytest.approx(acts({"training.stack": "nemo-automodel"}) + pre - post)
+    with pytest.raises(ConfigError, match=r"peft\.lora_dropout_position.*pre or post"):
+        simulate_resolved(*_w({"training.lora_dropout": 0.1, "training.stack_settings":
+                               {"peft.lora_dropout_position": "middle"}}))
+
+
 def test_lora_on_what_it_does_not_cost_is_one_line(capsys):
     moe = {"model.moe": {"num_experts": 8, "router_topk": 2, "ffn_hidden_size": 1024}}
     with pytest.raises(ConfigError, match=r"training\.lora_target_modules.*expert adapters"):

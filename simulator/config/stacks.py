@@ -28,6 +28,9 @@ were fitted on). Every value carries a ``source`` (document, file or commit). Se
   this stack when the run names no ``recompute_modules`` (Megatron-Core's ``[core_attn]``
   unless stated; torchtitan's selective checkpointing is its per-op policy, ``[op_sac]``);
   ``search`` and ``capacity`` try that as a plan's selective candidate;
+* ``peft``: ``lora_dropout_position``, where a LoRA adapter's dropout acts when the run
+  does not set ``training.lora_dropout_position`` (``pre``, on the adapter's input, unless
+  stated; NeMo AutoModel's ``post``, on its output);
 * ``efficiency``: per-stack factors fitted on that stack's published runs (empty unless
   measurements exist; see validation/stacks/README.md);
 * ``releases``: values a release had that differ from the profile's (release prefix ->
@@ -107,6 +110,9 @@ class Stack:
     moe_probs_in_activation: bool = False
     # what the ``selective`` shorthand recomputes on this stack (config/recompute.py MODULES)
     selective_modules: tuple[str, ...] = DEFAULT_MODULES
+    # where a LoRA adapter's dropout acts when the run does not say: on its input ("pre",
+    # Megatron-Bridge's LoRA default) or on its output ("post", NeMo AutoModel's)
+    lora_dropout_position: str = "pre"
     efficiency: dict[str, float] = field(default_factory=dict)
 
     def reshards(self, pipeline: int) -> bool:
@@ -149,6 +155,7 @@ KEYS: dict[str, dict[str, str]] = {
     "pipeline": {"blocking_p2p": "bool"},
     "moe": {"probs_in_activation": "bool"},
     "recompute": {"selective_modules": "modules"},
+    "peft": {"lora_dropout_position": "name"},
 }
 _SECTIONS = tuple(KEYS)
 MAX_SETTING = 1000.0  # bytes per element / parameter, or a bytes factor
@@ -222,6 +229,10 @@ def parse(name: str, doc: dict) -> Stack:
     if not _modules_ok(selective):
         raise ConfigError(f"stacks/{name}.yaml recompute.selective_modules", selective,
                           f"must be {_MODULES_ALLOWED}")
+    position = _value(doc, "peft", "lora_dropout_position", "pre")
+    if position not in ("pre", "post"):
+        raise ConfigError(f"stacks/{name}.yaml peft.lora_dropout_position", position,
+                          "must be pre or post")
     return Stack(
         name=name, attention_family=fam, attention_by_release=by_rel, fsdp_impl=impl,
         prefetch_depth=depth,
@@ -248,7 +259,7 @@ def parse(name: str, doc: dict) -> Stack:
         cp_merge_overlapped=bool(_value(doc, "context_parallel", "merge_overlapped", False)),
         blocking_p2p=bool(_value(doc, "pipeline", "blocking_p2p", False)),
         moe_probs_in_activation=bool(_value(doc, "moe", "probs_in_activation", False)),
-        selective_modules=tuple(selective),
+        selective_modules=tuple(selective), lora_dropout_position=position,
         efficiency={k: float(v) for k, v in (doc.get("efficiency") or {}).items()
                     if k != "source"})
 

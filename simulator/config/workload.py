@@ -400,7 +400,9 @@ class TrainingConfig(Schema):
     peft: Literal["none", "lora"] = "none"
     lora_dim: LoraRank = 32
     lora_dropout: Dropout = 0.0
-    lora_dropout_position: Literal["pre", "post"] = "pre"
+    # None: the stack's default (stacks/*.yaml peft.lora_dropout_position: Megatron-Bridge
+    # "pre", NeMo AutoModel "post"; simulator/shape/lora.py dropout_position)
+    lora_dropout_position: Literal["pre", "post"] | None = None
     lora_target_modules: list[Literal["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]] \
         = Field(default_factory=lambda: ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"],
                 min_length=1)

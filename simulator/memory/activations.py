@@ -70,6 +70,7 @@ from ..moe.router import is_moe_layer as moe_rule
 from ..schedules import schedule_of
 from ..shape.mla import qk_dim
 from ..shape.lora import activation_bytes_per_token as lora_activation_bytes_per_token
+from ..shape.lora import dropout_position
 from ..shape.op_sac import model_block_mms
 from ..shape.plan_shape import local_seq
 from .hot_expert import hot_rank_load
@@ -105,7 +106,7 @@ def _saved_input_bytes(w: Workload, module: str) -> float:
         return _gemm_input_bytes(w)
     if module not in tr.lora_target_modules:
         return 0.0
-    pre_dropped = tr.lora_dropout > 0 and tr.lora_dropout_position == "pre"
+    pre_dropped = tr.lora_dropout > 0 and dropout_position(w) == "pre"
     return 0.0 if pre_dropped else BYTES_16
 
 

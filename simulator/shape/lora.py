@@ -69,6 +69,15 @@ def model_adapter_params_per_layer(w: Workload) -> float:
     return sum(r * sum(whole_io(w)[name]) for name in w.training.lora_target_modules)
 
 
+def dropout_position(w: Workload) -> str:
+    """Where the adapters' dropout acts: the run's ``training.lora_dropout_position``, else
+    its stack's default (``peft.lora_dropout_position`` of stacks/*.yaml: ``pre`` on the
+    adapter's input, Megatron-Bridge's; ``post`` on its output, NeMo AutoModel's)."""
+    from ..config.stacks import run_stack
+    tr = w.training
+    return tr.lora_dropout_position or run_stack(tr).lora_dropout_position
+
+
 def activation_bytes_per_token(w: Workload) -> float:
     """Bytes the adapters of one layer keep per token through its GEMMs for the backward:
     ``A``'s 16-bit output (``2 r``), and with dropout its 1-byte mask of the tensor it drops
@@ -77,7 +86,7 @@ def activation_bytes_per_token(w: Workload) -> float:
     if not enabled(w):
         return 0.0
     tr = w.training
-    pre = tr.lora_dropout_position == "pre"
+    pre = dropout_position(w) == "pre"
     out = 0.0
     for i, o in local_io(w).values():
         out += 2.0 * tr.lora_dim

@@ -58,7 +58,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..config.workload import Workload
-from ..shape.lora import TARGETS, enabled, local_io
+from ..shape.lora import TARGETS, dropout_position, enabled, local_io
 
 ADAPTER = "_lora"  # name suffix of an adapter's ops
 
@@ -72,11 +72,12 @@ def adapter_ops(w: Workload, name: str, tokens: float, element_bytes: float) -> 
     i, o = local_io(w)[name]
     op = TARGETS[name][0] + ADAPTER
     ops = []
-    if tr.lora_dropout > 0 and tr.lora_dropout_position == "pre":
+    position = dropout_position(w)
+    if tr.lora_dropout > 0 and position == "pre":
         ops.append(mem(op + "_dropout", tokens * i * (2 * element_bytes + 1)))
     ops += [gemm(op + "_a", tokens, r, i, dtype="bf16"),
             gemm(op + "_b", tokens, o, r, dtype="bf16")]
-    if tr.lora_dropout > 0 and tr.lora_dropout_position == "post":
+    if tr.lora_dropout > 0 and position == "post":
         ops.append(mem(op + "_dropout", tokens * o * (2 * element_bytes + 1)))
     # the add's backward passes the output gradient to both branches (no kernel); the two
     # input gradients (base and adapter) are summed instead, on the input's width
