@@ -39,7 +39,10 @@ def test_each_run_states_stack_release_and_unknowns_and_fits():
         train = c.spec["workload"]["training"]
         assert train.get("stack", "megatron") == meta[c.group]["stack"], c.id
         assert c.recipe["source"] and isinstance(c.recipe["unknown"], list), c.id
-        w, t = resolve(c.spec["workload"], c.topology, c.spec["overrides"])
+        # on the part the run had (the 40 GB A100 of GPT-NeoX-20B, the 96 GB H100 of the
+        # torchao README: the group's topology_overrides)
+        w, t = resolve(c.spec["workload"], c.topology, c.spec["overrides"],
+                       c.topology_overrides)
         rep = estimate_memory(w, Topology.from_config(t))
         assert rep.fits, f"{c.id}: {rep.explain()}"
 
@@ -234,9 +237,24 @@ def _bar(cv: list[dict], stack: str, n: int) -> list[float]:
     "tests/test_deepspeed_schedule.py): 0.2-0.4 % of the step on this plan; the rest of "
     "DeepSpeed 2021's engine cost is not identified (unstated ZeRO stage and "
     "activation-checkpointing options). The micro-batch size is unstated too: at 2, the one "
-    "under which the three rows scale as measured, they are -11 to -13 %"))
+    "under which the three rows scale as measured, they are -11 to -13 %. GPT-NeoX-20B "
+    "(DeepSpeed's pipeline engine, 96 A100-40GB, its released config) is -12.8 %; with a "
+    "factor fitted on the other source each is 7.7-11.1 % off (median 9.3 %)"))
 def test_deepspeed_runs_meet_the_bar(records):
-    _bar(crossvalidate(records), "deepspeed", 3)
+    _bar(crossvalidate(records), "deepspeed", 4)
+
+
+def test_deepspeed_pipeline_engine_runs_are_both_too_fast(records):
+    # two sources of DeepSpeed's 2021-22 pipeline engine agree on the sign: the model is too
+    # fast on each (what a per-stack factor would correct; not shipped, validation/stacks.py)
+    by = {r["id"]: r["error"] for r in records if r["stack"] == "deepspeed"}
+    assert len(by) == 4 and all(-0.25 < e < -0.10 for e in by.values()), by
+    cv = {r["id"]: r for r in crossvalidate(records) if r["stack"] == "deepspeed"}
+    # a factor from the other source leaves each within 12 % (median 9.3 %), against
+    # 12.8-22.4 % (median 19.9 %) without; the bar (6 %) is not met either way
+    assert all(abs(cv[i]["cv_error"]) <= 0.12 for i in by), cv
+    assert statistics.median(abs(cv[i]["cv_error"]) for i in by) < \
+        statistics.median(abs(e) for e in by.values()) / 2
 
 
 @pytest.mark.xfail(strict=True, reason=(

@@ -8,8 +8,12 @@ band and per GPU. Nothing in ``simulator/`` or ``topologies/`` is fitted on thes
 Cross-validation leaves whole sources out: for each left-out source, a per-stack
 efficiency factor (the geometric mean of measured / predicted over the *other* sources of
 the same stack; 1 where the stack has no other source) scales its predictions. The shipped
-profiles carry such a factor only where this cross-validated error beats the unfitted one
-(none do yet: stacks/*.yaml ``efficiency: {}``).
+profiles carry such a factor only where this cross-validated error beats the unfitted one and
+the stack's runs cover what the factor would be applied to. None does: deepspeed's would (its
+two sources, MT-NLG 530B and GPT-NeoX-20B, are both too fast, 19.5-22.4 % and 12.8 %, and
+either one's factor brings the other to 7.7-11.1 %), but both are 2021-22 pipeline-engine
+runs, and the profile also prices ZeRO-3, for which no run says whether the factor holds
+(stacks/*.yaml ``efficiency: {}``; validation/analysis.md).
 
     python -m simulator.validation.stacks [--folder DIR] [--out reports/stacks_validation.md]
 """
