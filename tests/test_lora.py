@@ -132,7 +132,7 @@ def test_dropout_costs_bytes_and_memory_where_it_runs():
         pytest.approx(tokens * outputs)
 
 
-def test_dropout_position_defaults_to_the_stack_s():
+def test_dropout_position_defaults_to_the_stacks_own():
     # Megatron-Bridge's LoRA drops the adapter's input (pre), NeMo AutoModel's its output
     # (post; stacks/*.yaml peft.lora_dropout_position); a run's own setting wins
     def acts(over):

@@ -86,11 +86,11 @@ def test_megatron_stack_and_long_band_meet_the_source_out_bar(records):
         assert len(errs) >= 12
         assert statistics.median(errs) <= 0.06, (value, statistics.median(errs))
         assert max(errs) <= 0.20, (value, max(errs))
-    # below 8K the median holds too (34 runs); its worst is MT-NLG's, the deepspeed xfail
+    # below 8K the median holds too (35 runs); its worst is MT-NLG's, the deepspeed xfail
     short = [abs(r["error"]) for r in records if r["band"] == "< 8K"]
     assert len(short) >= 30 and statistics.median(short) <= 0.06, statistics.median(short)
-    assert max(e for r, e in zip([r for r in records if r["band"] == "< 8K"], short)
-               if r["stack"] != "deepspeed") <= 0.20
+    assert max(abs(r["error"]) for r in records
+               if r["band"] == "< 8K" and r["stack"] != "deepspeed") <= 0.20
 
 
 @pytest.mark.xfail(strict=True, reason=(
@@ -150,7 +150,8 @@ def test_torchao_readme_h100_steps_on_the_part_they_ran_on(records):
     assert all(abs(r["error"]) <= 0.05 for r in by.values()), by
     case = next(c for c in load_cases(FOLDER) if c.id == "torchao-readme-8b-h100-bf16")
     assert case.topology_overrides["gpu.power_limit_W"] == 500
-    assert case.topology_overrides["gpu.hbm_usable_MiB"] / 1024 == pytest.approx(30.99 / 0.3262, abs=0.05)
+    usable_GiB = case.topology_overrides["gpu.hbm_usable_MiB"] / 1024
+    assert usable_GiB == pytest.approx(30.99 / 0.3262, abs=0.05)  # the tutorial's log
     w, t = resolve(case.spec["workload"], case.topology, case.spec["overrides"], {})
     dgx = float(simulate_resolved(w, t)[0].step_time_s)
     assert dgx / case.measured - 1 < -0.15  # the 80 GB, 700 W part: far too fast

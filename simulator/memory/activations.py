@@ -68,9 +68,9 @@ from ..config.workload import Workload
 from ..errors import ConfigError
 from ..moe.router import is_moe_layer as moe_rule
 from ..schedules import schedule_of
-from ..shape.mla import qk_dim
 from ..shape.lora import activation_bytes_per_token as lora_activation_bytes_per_token
 from ..shape.lora import dropout_position
+from ..shape.mla import qk_dim
 from ..shape.op_sac import model_block_mms
 from ..shape.plan_shape import local_seq
 from .hot_expert import hot_rank_load
