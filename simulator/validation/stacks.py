@@ -81,7 +81,9 @@ def predict_all(folder: Path = FOLDER) -> list[dict]:
         m = meta[c.group]
         pred, plan = best_plan(c)
         rec = {"id": c.id, "group": c.group, "stack": m["stack"], "release": m["release"],
-               "source": m["source_id"], "gpu": c.topology, "band": band(_seq(c)),
+               "source": m["source_id"],
+               # "*": on the part the source ran on (the group's topology_overrides)
+               "gpu": c.topology + ("*" if c.topology_overrides else ""), "band": band(_seq(c)),
                "measured": c.measured, "predicted": pred, "plan": plan,
                "error": pred / c.measured - 1.0}
         rec.update(spread(c, pred) or {})
@@ -172,6 +174,10 @@ def report(records: list[dict], cv: list[dict]) -> str:
     lines += [f"| {r['id']} | {r['stack']} | {r['release']} | {r['gpu']} | {r['band']} | "
               f"{r['measured']:.3f} | {r['predicted']:.3f} | {100 * r['error']:+.1f} % | "
               f"{r.get('plan', '')} |" for r in records]
+    if any(r["gpu"].endswith("*") for r in records):
+        lines += ["", "`*`: the group states how the part its source ran on differs from the "
+                  "shipped topology (`topology_overrides`, with the evidence beside them: "
+                  "docs/architecture.md, item 13)."]
     lines.append("")
     for key in ("stack", "band", "gpu"):
         lines += _table(f"By {key}", summary(records, key))
@@ -181,7 +187,8 @@ def report(records: list[dict], cv: list[dict]) -> str:
               "their source-left-out errors. Below, each source is predicted with a "
               "per-stack factor fitted on the stack's *other* sources (the geometric mean "
               "of measured / predicted): the check that decides whether a stack profile "
-              "ships an `efficiency` factor (only where it beats the unfitted error).", ""]
+              "ships an `efficiency` factor (only where it beats the unfitted error and the "
+              "stack's runs cover what the factor would apply to; module docstring).", ""]
     for key in ("stack", "band", "gpu", "source"):
         lines += _table(f"By {key}", summary(cv, key, "cv_error"))
     return "\n".join(lines) + "\n"
