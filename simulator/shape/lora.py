@@ -11,6 +11,7 @@ Units: elements per GPU; bytes where named.
 
 from __future__ import annotations
 
+from ..config.stacks import run_stack
 from ..config.workload import Workload
 
 # Megatron-Core module name -> the op name of its GEMM (simulator/workload/ops.py), and
@@ -73,7 +74,6 @@ def dropout_position(w: Workload) -> str:
     """Where the adapters' dropout acts: the run's ``training.lora_dropout_position``, else
     its stack's default (``peft.lora_dropout_position`` of stacks/*.yaml: ``pre`` on the
     adapter's input, Megatron-Bridge's; ``post`` on its output, NeMo AutoModel's)."""
-    from ..config.stacks import run_stack
     tr = w.training
     return tr.lora_dropout_position or run_stack(tr).lora_dropout_position
 

@@ -9,11 +9,10 @@ Cross-validation leaves whole sources out: for each left-out source, a per-stack
 efficiency factor (the geometric mean of measured / predicted over the *other* sources of
 the same stack; 1 where the stack has no other source) scales its predictions. The shipped
 profiles carry such a factor only where this cross-validated error beats the unfitted one and
-the stack's runs cover what the factor would be applied to. None does: deepspeed's would (its
-two sources, MT-NLG 530B and GPT-NeoX-20B, are both too fast, 19.5-22.4 % and 12.8 %, and
-either one's factor brings the other to 7.7-11.1 %), but both are 2021-22 pipeline-engine
-runs, and the profile also prices ZeRO-3, for which no run says whether the factor holds
-(stacks/*.yaml ``efficiency: {}``; validation/analysis.md).
+the stack's runs cover what the factor would be applied to. None does (stacks/*.yaml
+``efficiency: {}``): deepspeed's would beat its unfitted error, but its runs are all 2021-22
+pipeline-engine runs and the profile also prices ZeRO-3, for which no run says whether the
+factor holds (the numbers: validation/analysis.md, GPT-NeoX-20B).
 
     python -m simulator.validation.stacks [--folder DIR] [--out reports/stacks_validation.md]
 """
