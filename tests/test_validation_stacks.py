@@ -93,13 +93,14 @@ def test_megatron_stack_and_long_band_meet_the_source_out_bar(records):
                if r["band"] == "< 8K" and r["stack"] != "deepspeed") <= 0.20
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "torchtitan, 14 runs of three sources: median 6.7 % (bar 6 %), worst 16.8 %; the float8 "
-    "blog's 70B rows on 128 and 512 GPUs are 7.5-16.8 % too slow at the best plan that fits "
-    "and its 405B rows on 512 GPUs 6-9 % too fast (validation/analysis.md)"))
 def test_torchtitan_runs_meet_the_bar(records):
-    # no profile ships a factor, so the plain errors are the source-left-out ones
-    _bar([{**r, "cv_error": r["error"]} for r in records], "torchtitan", 14)
+    # no profile ships a factor, so the plain errors are the source-left-out ones. 16 runs
+    # of three sources: median 5.8 %, worst 16.8 %, a thin margin. The float8 blog's 70B rows
+    # on 128 and 512 GPUs are 7.5-16.8 % too slow at the best plan that fits and its 405B
+    # rows on 512 GPUs 6-9 % too fast (validation/analysis.md); its 1.8B rows (IBM's
+    # llama3_1.8b shape, assumed) are within 2 %
+    errs = _bar([{**r, "cv_error": r["error"]} for r in records], "torchtitan", 16)
+    assert statistics.median(errs) <= 0.06
 
 
 def test_fsdp_and_fp8_stacks_beat_the_megatron_profile(records):
@@ -122,7 +123,7 @@ def test_fsdp_and_fp8_stacks_beat_the_megatron_profile(records):
     assert statistics.median(abs(mine[c]) for c in small) < 0.04, mine
     assert statistics.median(other[c] for c in small) < -0.10, other
     assert sum(other[c] < -0.10 for c in small) >= 7, other
-    # all 26 now: median 5.9 %, worst 17.7 % (fms-fsdp 13B HSDP on 96 H100); the float8
+    # all 28 now: median 5.8 %, worst 17.7 % (fms-fsdp 13B HSDP on 96 H100); the float8
     # blog's 70B / 405B rows on 128 GPUs are 6-17 % too slow at the best plan that fits (its
     # FP8 gain, 1.50x, is above the predicted 1.41x), its 405B rows on 512 GPUs 6-9 % too
     # fast (micro-batch 4 searched)
@@ -314,7 +315,7 @@ def test_stated_unknowns_give_a_range_around_the_stated_assumption(records):
     # a faster attention kernel never lengthens a step: cuDNN (0.51-0.62 of peak on H100)
     # against FlashAttention-2 (0.35) on every float8-blog row
     titan = [r for r in rows.values() if r["stack"] == "torchtitan"]
-    assert len(titan) == 10
+    assert len(titan) == 12
     assert all(r["plausible"]["attention_family cudnn"] < r["plausible"]["attention_family fa2"]
                for r in titan)
     # MT-NLG: the unstated micro-batch size brackets the measurement (1: -19 to -22 %)
