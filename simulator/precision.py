@@ -84,11 +84,15 @@ PRECISIONS: dict[str, Precision] = {
     "bf16": Precision("bf16", 2.0, peak="bf16", kernel="bf16", efficiency="gemm_efficiency"),
     "fp16": Precision("fp16", 2.0, peak="fp16", kernel="bf16", efficiency="gemm_efficiency"),
     "fp8": Precision("fp8", 1.0, peak="fp8", kernel="fp8", efficiency="fp8_gemm_efficiency",
-                     casts=FP8_CASTS, recipes=("delayed", "tensorwise", "mxfp8", "blockwise"),
+                     casts=FP8_CASTS,
+                     recipes=("delayed", "tensorwise", "mxfp8", "blockwise", "rowwise"),
                      job_wide_amax=("delayed",)),
 }
 NAMES = tuple(PRECISIONS)
 RECIPES = tuple(dict.fromkeys(r for p in PRECISIONS.values() for r in p.recipes))
+# recipes of one library that only the stack profiles pricing them run (their ``recipes``
+# section, config/stacks.py): torchao's rowwise scaling is not a Megatron-Core recipe
+STACK_RECIPES = ("rowwise",)
 
 
 def precision_of(name: str) -> Precision:

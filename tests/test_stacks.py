@@ -15,7 +15,8 @@ from simulator.collectives import collective_time
 from simulator.compute import memory_time
 from simulator.compute.attention import arch, head_factor, kernel_efficiency, tile_fill
 from simulator.config import load_topology
-from simulator.config.stacks import load_stack, parse, run_stack, stack_names, with_release
+from simulator.config.stacks import (load_stack, parse, run_stack, stack_names, with_recipe,
+                                     with_release)
 from simulator.memory import model as memory_model
 from simulator.memory.model import fsdp_staged_params
 from simulator.workload import fp8
@@ -181,6 +182,51 @@ def test_torchao_casts_and_eager_kernels_move_more_bytes():
     fused = {o.name: o.nbytes for o in layer_forward(resolve("llama3-8b", "dgx-h100")[0])}
     assert norm["input_layernorm"] == pytest.approx(9.0 * fused["input_layernorm"])
     assert norm["residual"] == fused["residual"]
+
+
+def test_torchao_rowwise_casts_more_gathers_bf16_and_rescales_the_backward():
+    """torchao's rowwise recipe on the torchtitan profile (its recipes.rowwise): 8 B per input
+    and output-gradient element, 10 B per weight every micro-batch, 5 B of them in the
+    backward, 4 B per element of each backward GEMM's output for the rescale after cuBLAS's
+    unscaled GEMM, and weights gathered in bf16. Between bf16 and tensorwise on one plan."""
+    tw, rw = load_stack("torchtitan", None, "tensorwise"), load_stack("torchtitan", None,
+                                                                      "rowwise")
+    assert tw == load_stack("torchtitan") and tw.float8_all_gather
+    assert not rw.float8_all_gather and rw.fp8_backward_rescale_bytes == 4.0
+    te = resolve("llama3-8b", "dgx-h100", {"training.precision": "fp8"})[0]
+    op = next(o for o in layer_forward(te) if o.name == "fc2")
+    t_, n_, k_ = op.shape
+    cast = fp8.cast_op(op, te.training.precision_type.casts, 4, False, rw)
+    assert cast.nbytes == pytest.approx(3.0 * t_ * k_ + 5.0 * n_ * k_)
+    assert cast.bwd_nbytes == pytest.approx(8.0 * t_ * n_ + 5.0 * (t_ * k_ + n_ * k_)
+                                            + 4.0 * (t_ * k_ + n_ * k_))
+    over = dict(FSDP, **{"training.stack": "torchtitan", "training.precision": "fp8",
+                         "training.torch_compile": True})
+    steps = {}
+    for recipe in ("tensorwise", "rowwise"):
+        w, t = resolve("llama3-8b", "dgx-h100", dict(over, **{"training.fp8_recipe": recipe}))
+        assert run_stack(w.training) == (tw if recipe == "tensorwise" else rw)
+        steps[recipe] = simulate_resolved(w, t, variability=False)[0].step_time_s
+    w, t = resolve("llama3-8b", "dgx-h100", dict(over, **{"training.precision": "bf16"}))
+    bf16 = simulate_resolved(w, t, variability=False)[0].step_time_s
+    assert bf16 > steps["rowwise"] > steps["tensorwise"]
+
+
+def test_a_recipe_only_one_stack_prices_is_one_line_and_exit_2(capsys):
+    with pytest.raises(ConfigError, match="training.fp8_recipe.*torchtitan"):
+        resolve("llama3-8b", "dgx-h100", {"training.precision": "fp8",
+                                          "training.fp8_recipe": "rowwise"})
+    rc = main(["run", "llama3-8b", "-t", "dgx-h100", "--set", "training.precision=fp8",
+               "--set", "training.fp8_recipe=rowwise"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "training.fp8_recipe" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    # a bf16 run names the recipe without using it: no error
+    resolve("llama3-8b", "dgx-h100", {"training.fp8_recipe": "rowwise"})
+    with pytest.raises(ConfigError, match="recipes.x"):
+        with_recipe("bad", {"recipes": {"x": {"value": {"fsdp.reduce_dtype": "bf16"}}}}, "x")
+    with pytest.raises(ConfigError, match="section.key"):
+        with_recipe("bad", {"recipes": {"x": {"value": {"nosuch": 1}, "source": "s"}}}, "y")
 
 
 def _logits(stack: str, precision: str):
@@ -427,10 +473,11 @@ def test_every_profile_key_is_one_a_run_can_set():
         for section in KEYS:
             for key in doc.get(section) or {}:
                 assert key in KEYS[section], f"{name}: {section}.{key}"
-        for item in (doc.get("releases") or {}).values():
-            for dotted in item["value"]:
-                section, _, key = dotted.partition(".")
-                assert key in KEYS[section], f"{name} release: {dotted}"
+        for entries in ("releases", "recipes"):
+            for item in (doc.get(entries) or {}).values():
+                for dotted in item["value"]:
+                    section, _, key = dotted.partition(".")
+                    assert key in KEYS[section], f"{name} {entries}: {dotted}"
 
 
 def test_torchtitan_from_0_2_runs_cudnn_attention():

@@ -34,7 +34,12 @@ were fitted on). Every value carries a ``source`` (document, file or commit). Se
 * ``efficiency``: per-stack factors fitted on that stack's published runs (empty unless
   measurements exist; see validation/stacks/README.md);
 * ``releases``: values a release had that differ from the profile's (release prefix ->
-  ``{value: {"section.key": value}, source}``), e.g. a default changed between releases.
+  ``{value: {"section.key": value}, source}``), e.g. a default changed between releases;
+* ``recipes``: values an FP8 recipe has that differ from the profile's default one (recipe
+  name -> ``{value: {"section.key": value}, source}``), applied after the release's when the
+  run's ``training.fp8_recipe`` is that name, e.g. torchao's rowwise scaling (other casts, a
+  bf16 all-gather, a rescale after the backward GEMMs). A recipe of one library
+  (:data:`simulator.precision.STACK_RECIPES`) runs only on a stack whose profile prices it.
 
 A run's own settings override the profile (:func:`run_stack`): ``training.stack_release``
 picks the release's values, ``training.attention_family`` the attention kernel the run
@@ -59,6 +64,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError
+from ..precision import RECIPES, STACK_RECIPES
 from .loader import shipped_dirs, shipped_names
 from .recompute import DEFAULT_MODULES, MODULES
 
@@ -100,6 +106,9 @@ class Stack:
     # bytes of input_bytes / weight_bytes spent on the column-major FP8 copies the backward
     # makes (workload/fp8.py cast_op): charged to the backward, not re-run by recompute
     fp8_backward_transpose_bytes: float = 0.0
+    # bytes per element of each backward GEMM's output spent rescaling it after the GEMM
+    # (a recipe whose backward GEMMs run unscaled and multiply the scales in afterwards)
+    fp8_backward_rescale_bytes: float = 0.0
     # whether the output (vocabulary) projection is an FP8 linear; None: timed in the
     # run's precision, as the GPU constants were fitted (workload/ops.py output_forward)
     fp8_output_layer: bool | None = None
@@ -151,7 +160,8 @@ KEYS: dict[str, dict[str, str]] = {
     "launch": {"elementwise_bytes_factor": "factors"},
     "fp8": {"recipe": "name", "input_bytes": "number", "norm_fused_input_bytes": "number",
             "grad_bytes": "number", "weight_bytes": "number", "output_layer_fp8": "bool",
-            "backward_transpose_bytes": "number", "weight_per_microbatch": "bool"},
+            "backward_transpose_bytes": "number", "weight_per_microbatch": "bool",
+            "backward_rescale_bytes": "number"},
     "pipeline": {"blocking_p2p": "bool"},
     "moe": {"probs_in_activation": "bool"},
     "recompute": {"selective_modules": "modules"},
@@ -254,6 +264,8 @@ def parse(name: str, doc: dict) -> Stack:
         fp8_weight_bytes=fp8["weight_bytes"],
         fp8_weight_per_microbatch=bool(_value(doc, "fp8", "weight_per_microbatch", False)),
         fp8_backward_transpose_bytes=_transpose_bytes(name, doc, fp8),
+        fp8_backward_rescale_bytes=float(_value(doc, "fp8", "backward_rescale_bytes", 0.0)
+                                         or 0.0),
         fp8_output_layer=_optional_bool(name, "fp8", "output_layer_fp8",
                                         _value(doc, "fp8", "output_layer_fp8", None)),
         cp_merge_overlapped=bool(_value(doc, "context_parallel", "merge_overlapped", False)),
@@ -277,37 +289,59 @@ def _doc(name: str) -> dict:
     raise ConfigError("training.stack", name, f"must be one of {', '.join(stack_names())}")
 
 
-def with_release(name: str, doc: dict, release: str | None) -> dict:
-    """``doc`` with the values of the first ``releases`` entry whose prefix ``release``
-    starts with (each ``"section.key": value``, sourced by the entry's ``source``)."""
-    entries = doc.get("releases") or {}
+def _with_entry(name: str, doc: dict, section: str, match: Any) -> dict:
+    """``doc`` with the values of the first ``section`` entry (``releases``: whose prefix
+    ``match`` starts with; ``recipes``: named ``match``), each ``"section.key": value``
+    sourced by the entry's ``source``. Every entry is validated, matched or not."""
+    entries = doc.get(section) or {}
     for prefix, item in entries.items():
         if not (isinstance(item, dict) and item.get("source")
                 and isinstance(item.get("value"), dict)):
-            raise ConfigError(f"stacks/{name}.yaml releases.{prefix}", item,
+            raise ConfigError(f"stacks/{name}.yaml {section}.{prefix}", item,
                               "must be {value: {section.key: value}, source: ...}")
         for dotted in item["value"]:
-            section, _, key = str(dotted).partition(".")
-            if key not in KEYS.get(section, {}):
-                raise ConfigError(f"stacks/{name}.yaml releases.{prefix}", dotted,
+            sec, _, key = str(dotted).partition(".")
+            if key not in KEYS.get(sec, {}):
+                raise ConfigError(f"stacks/{name}.yaml {section}.{prefix}", dotted,
                                   f"must be section.key, one of the profile keys "
                                   f"({', '.join(f'{s}.{k}' for s in KEYS for k in KEYS[s])})")
     for prefix, item in entries.items():
-        if release and str(release).startswith(str(prefix)):
+        hit = (str(match).startswith(str(prefix)) if section == "releases"
+               else str(match) == str(prefix))
+        if match and hit:
             out = copy.deepcopy(doc)
             for dotted, v in item["value"].items():
-                section, _, key = str(dotted).partition(".")
-                out.setdefault(section, {})[key] = {"value": v, "source": item["source"]}
+                sec, _, key = str(dotted).partition(".")
+                out.setdefault(sec, {})[key] = {"value": v, "source": item["source"]}
             return out
     return doc
 
 
+def with_release(name: str, doc: dict, release: str | None) -> dict:
+    """``doc`` with the values of the first ``releases`` entry whose prefix ``release``
+    starts with (each ``"section.key": value``, sourced by the entry's ``source``)."""
+    return _with_entry(name, doc, "releases", release)
+
+
+def with_recipe(name: str, doc: dict, recipe: str | None) -> dict:
+    """``doc`` with the values of its ``recipes`` entry named ``recipe`` (the run's FP8
+    recipe where the stack prices it differently from its default one)."""
+    return _with_entry(name, doc, "recipes", recipe)
+
+
+def stack_recipes(name: str) -> tuple[str, ...]:
+    """The FP8 recipes profile ``name`` prices in its own ``recipes`` section."""
+    return tuple(str(k) for k in (_doc(name).get("recipes") or {}))
+
+
 @lru_cache(maxsize=None)
-def load_stack(name: str = DEFAULT, release: str | None = None) -> Stack:
+def load_stack(name: str = DEFAULT, release: str | None = None,
+               recipe: str | None = None) -> Stack:
     """The shipped profile ``name`` (with ``release``'s values where its ``releases``
-    section names that release); ConfigError listing the shipped ones otherwise."""
+    section names that release, then FP8 ``recipe``'s where its ``recipes`` section names
+    it); ConfigError listing the shipped ones otherwise."""
     doc = _doc(name)
-    return parse(name, with_release(name, doc, release))
+    return parse(name, with_recipe(name, with_release(name, doc, release), recipe))
 
 
 def _check_setting(dotted: str, value: Any) -> None:
@@ -344,10 +378,12 @@ def _check_setting(dotted: str, value: Any) -> None:
 
 
 @lru_cache(maxsize=None)
-def _with_settings(name: str, release: str | None, settings: str) -> Stack:
-    """The profile at ``release`` with a run's settings (``settings``: sorted JSON)."""
+def _with_settings(name: str, release: str | None, settings: str,
+                   recipe: str | None = None) -> Stack:
+    """The profile at ``release`` and FP8 ``recipe`` with a run's settings (``settings``:
+    sorted JSON)."""
     values = json.loads(settings)
-    doc = with_release(name, _doc(name), release)
+    doc = with_recipe(name, with_release(name, _doc(name), release), recipe)
     doc = copy.deepcopy(doc)
     for dotted, v in values.items():
         section, _, key = dotted.partition(".")
@@ -364,18 +400,39 @@ def _with_settings(name: str, release: str | None, settings: str) -> Stack:
                           f"{err.allowed}") from None
 
 
+def _run_recipe(training: Any) -> str | None:
+    """The run's FP8 recipe where the stack prices it in its ``recipes`` section (None for a
+    recipe every stack runs as Transformer Engine does). A recipe only some stacks have
+    (:data:`simulator.precision.STACK_RECIPES`, torchao's rowwise scaling) on a stack
+    without it is a ConfigError naming ``training.fp8_recipe``."""
+    if getattr(training, "precision", None) != "fp8":
+        return None
+    recipe = getattr(training, "fp8_recipe", None)
+    name = getattr(training, "stack", DEFAULT)
+    own = stack_recipes(name)
+    if recipe in STACK_RECIPES and recipe not in own:
+        having = [s for s in stack_names() if recipe in stack_recipes(s)]
+        native = ", ".join(r for r in RECIPES if r not in STACK_RECIPES)
+        raise ConfigError("training.fp8_recipe", recipe,
+                          f"needs a training.stack whose profile prices it "
+                          f"({', '.join(having)}); stack {name} runs {native}")
+    return recipe if recipe in own else None
+
+
 def run_stack(training: Any) -> Stack:
     """The profile a run used: ``training.stack`` at ``training.stack_release``, with the
     run's own ``stack_settings``, ``attention_family`` and ``torch_compile`` settings
     (module docstring)."""
     release = getattr(training, "stack_release", None)
     settings = getattr(training, "stack_settings", None) or {}
+    recipe = _run_recipe(training)
     if settings:
         for dotted, value in settings.items():
             _check_setting(dotted, value)
-        stack = _with_settings(training.stack, release, json.dumps(settings, sort_keys=True))
+        stack = _with_settings(training.stack, release, json.dumps(settings, sort_keys=True),
+                               recipe)
     else:
-        stack = load_stack(training.stack, release)
+        stack = load_stack(training.stack, release, recipe)
     family = getattr(training, "attention_family", None)
     if family is not None:
         if family not in FAMILIES:

@@ -81,7 +81,10 @@ def cast_op(op: Op, casts: Casts, microbatches: int, fp8_params: bool,
     weight; ``float8_ops.py`` ``preprocess_addmm`` copies them to the layout
     ``torch._scaled_mm`` needs when the backward's GEMMs run), those bytes
     (``fp8.backward_transpose_bytes`` of the profile) go to the backward op, so a layer's
-    recompute, which re-runs only the forward, does not repeat them.
+    recompute, which re-runs only the forward, does not repeat them. A recipe whose
+    backward GEMMs run unscaled and take the scales afterwards (torchao rowwise:
+    ``fp8.backward_rescale_bytes``, an in-place multiply of each output, read + write) adds
+    those bytes per element of the data gradient (``t*k``) and weight gradient (``n*k``).
     """
     t, n, k = op.shape
     per_in = casts.input_transpose if op.name in NORM_FUSED else casts.input
@@ -98,6 +101,9 @@ def cast_op(op: Op, casts: Casts, microbatches: int, fp8_params: bool,
         late = stack.fp8_backward_transpose_bytes
     fwd = (per_in - late) * t * k * op.batch + (per_w - late) * n * k / spread
     bwd = per_g * t * n * op.batch + late * (t * k * op.batch + n * k / spread)
+    if stack is not None and stack.fp8_backward_rescale_bytes:
+        # the data gradient (t x k) and weight gradient (n x k) rescaled after their GEMMs
+        bwd += stack.fp8_backward_rescale_bytes * (t * k * op.batch + n * k)
     return derive(op, name=op.name + SUFFIX, kind="mem", flops=0.0, nbytes=fwd,
                   shape=(0.0, 0.0, 0.0), batch=1.0, model_flops=0.0, column=False,
                   bwd_nbytes=bwd)
