@@ -132,6 +132,18 @@ def test_dropout_costs_bytes_and_memory_where_it_runs():
         pytest.approx(tokens * outputs)
 
 
+def test_an_adapter_dropout_backward_moves_its_forward_bytes():
+    # PyTorch's dropout backward is one masked scale (read the gradient and the 1-byte mask,
+    # write the input gradient): the forward's bytes, not a norm's twice
+    for position, width in (("pre", H), ("post", 2 * FFN)):
+        w, _ = _w({"training.lora_dropout": 0.1, "training.lora_dropout_position": position})
+        fwd = layer_forward(w)
+        drop = next(o for o in fwd if o.name == "fc1_lora_dropout")
+        assert drop.nbytes == pytest.approx(2 * 4096 * width * 5.0)
+        bwd = next(o for o in backward_of(fwd) if o.name == "fc1_lora_dropout_bwd")
+        assert bwd.nbytes == pytest.approx(drop.nbytes)
+
+
 def test_dropout_position_defaults_to_the_stacks_own():
     # Megatron-Bridge's LoRA drops the adapter's input (pre), NeMo AutoModel's its output
     # (post; stacks/*.yaml peft.lora_dropout_position); a run's own setting wins

@@ -25,9 +25,9 @@ Hu et al. 2021 ("LoRA", arXiv:2106.09685, Sec. 4.1): a linear ``Y = X W`` (``W``
 * **compute** per adapter and micro-batch: the two GEMMs ``(T, r, in)`` and ``(T, out, r)``
   in 16-bit, the dropout where ``lora_dropout > 0`` (on the adapter's input, ``pre``,
   Megatron-Bridge's default; or on its output, ``post``, AutoModel's: read and write the
-  16-bit tensor and a 1-byte mask), and the add of the adapter's output into the base
-  output (read two, write one). Backward: the adapters' GEMMs run their data and weight
-  gradients; the frozen base GEMMs, the output layer's included, run only the data
+  16-bit tensor and a 1-byte mask; its backward the same bytes), and the add of the
+  adapter's output into the base output (read two, write one). Backward: the adapters'
+  GEMMs run their data and weight gradients; the frozen base GEMMs, the output layer's included, run only the data
   gradient (half their usual backward; no weight gradient to defer under zero-bubble
   schedules). The add's backward passes the gradient through (no kernel).
 * **memory**: the frozen weights are held in 16 bits with no gradient or optimizer state;
@@ -63,6 +63,17 @@ from ..shape.lora import TARGETS, dropout_position, enabled, local_io
 ADAPTER = "_lora"  # name suffix of an adapter's ops
 
 
+def _dropout(op: str, elements: float, element_bytes: float):
+    """An adapter's dropout over ``elements``: the forward reads the 16-bit tensor and writes
+    it and a 1-byte mask; the backward is one kernel of the same bytes, reading the output
+    gradient and the mask and writing the input gradient (PyTorch ``native_dropout`` /
+    ``native_dropout_backward``, aten/src/ATen/native/cuda/Dropout.cu ``masked_scale``), not
+    twice the forward's as a norm's backward."""
+    from .ops import mem  # ops imports this module
+    nbytes = elements * (2 * element_bytes + 1)
+    return replace(mem(op + "_dropout", nbytes), bwd_nbytes=nbytes)
+
+
 def adapter_ops(w: Workload, name: str, tokens: float, element_bytes: float) -> list:
     """The forward ops of target ``name``'s adapter after its base GEMM, for ``tokens``
     tokens through the GEMM (module docstring)."""
@@ -74,11 +85,11 @@ def adapter_ops(w: Workload, name: str, tokens: float, element_bytes: float) -> 
     ops = []
     position = dropout_position(w)
     if tr.lora_dropout > 0 and position == "pre":
-        ops.append(mem(op + "_dropout", tokens * i * (2 * element_bytes + 1)))
+        ops.append(_dropout(op, tokens * i, element_bytes))
     ops += [gemm(op + "_a", tokens, r, i, dtype="bf16"),
             gemm(op + "_b", tokens, o, r, dtype="bf16")]
     if tr.lora_dropout > 0 and position == "post":
-        ops.append(mem(op + "_dropout", tokens * o * (2 * element_bytes + 1)))
+        ops.append(_dropout(op, tokens * o, element_bytes))
     # the add's backward passes the output gradient to both branches (no kernel); the two
     # input gradients (base and adapter) are summed instead, on the input's width
     add = mem(op + "_add", 3 * tokens * o * element_bytes)
