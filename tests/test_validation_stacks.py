@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from simulator.api import resolve, simulate_resolved
+from simulator.config import load_topology
 from simulator.errors import ConfigError
 from simulator.hardware import Topology
 from simulator.memory import estimate_memory
@@ -39,8 +40,8 @@ def test_each_run_states_stack_release_and_unknowns_and_fits():
         train = c.spec["workload"]["training"]
         assert train.get("stack", "megatron") == meta[c.group]["stack"], c.id
         assert c.recipe["source"] and isinstance(c.recipe["unknown"], list), c.id
-        # on the part the run had (the 40 GB A100 of GPT-NeoX-20B, the 96 GB H100 of the
-        # torchao README: the group's topology_overrides)
+        # on the part the run had (the 40 GB A100 of GPT-NeoX-20B: the group's
+        # topology_overrides; the 96 GB H100 of the torchao README: grand-teton-h100)
         w, t = resolve(c.spec["workload"], c.topology, c.spec["overrides"],
                        c.topology_overrides)
         rep = estimate_memory(w, Topology.from_config(t))
@@ -159,17 +160,18 @@ def test_torchao_readme_rowwise_row_between_bf16_and_tensorwise(records):
 
 def test_torchao_readme_h100_steps_on_the_part_they_ran_on(records):
     # The source's own tutorial logs print a 95.0 GiB device: a 96 GB Grand Teton H100
-    # (HBM2e, below 700 W; the case's topology_overrides and their sources), not the
+    # (HBM2e, below 700 W; topologies/grand-teton-h100.yaml and its sources), not the
     # 80 GB DGX H100. On it both rows are within 5 %; on the DGX H100 they were 20 % fast.
     by = {r["id"]: r for r in records if r["source"] == "torchao-float8-readme"}
     assert len(by) == 3
     assert all(abs(by[f"torchao-readme-8b-h100-{p}"]["error"]) <= 0.05
                for p in ("bf16", "fp8")), by
     case = next(c for c in load_cases(FOLDER) if c.id == "torchao-readme-8b-h100-bf16")
-    assert case.topology_overrides["gpu.power_limit_W"] == 500
-    usable_GiB = case.topology_overrides["gpu.hbm_usable_MiB"] / 1024
-    assert usable_GiB == pytest.approx(30.99 / 0.3262, abs=0.05)  # the tutorial's log
-    w, t = resolve(case.spec["workload"], case.topology, case.spec["overrides"], {})
+    assert case.topology == "grand-teton-h100" and not case.topology_overrides
+    gpu = load_topology(case.topology).gpu
+    assert gpu.power_limit_W == 500 and gpu.hbm_bandwidth_TBps == 2.4
+    assert gpu.hbm_usable_MiB / 1024 == pytest.approx(30.99 / 0.3262, abs=0.05)  # its log
+    w, t = resolve(case.spec["workload"], "dgx-h100", case.spec["overrides"], {})
     dgx = float(simulate_resolved(w, t)[0].step_time_s)
     assert dgx / case.measured - 1 < -0.15  # the 80 GB, 700 W part: far too fast
 
