@@ -229,6 +229,25 @@ def test_a_recipe_only_one_stack_prices_is_one_line_and_exit_2(capsys):
         with_recipe("bad", {"recipes": {"x": {"value": {"nosuch": 1}, "source": "s"}}}, "y")
 
 
+def test_rotary_backward_moves_its_forward_bytes_fused_or_eager():
+    """The RoPE backward is the same rotation by the negated angle (one pass of the forward's
+    bytes, TE fused_rope_backward), not a norm's twice; an eager stack scales both passes by
+    its factor (Hugging Face's rotate-half RoPE in the model dtype: 20 B against 4)."""
+    for stack, factor in (("megatron", 1.0), ("nemo-automodel", 5.0)):
+        w = resolve("llama3-8b", "dgx-h100", {"training.stack": stack})[0]
+        fwd = layer_forward(w)
+        rope = next(o for o in fwd if o.name == "rotary")
+        bwd = next(o for o in backward_of(fwd) if o.name == "rotary_bwd")
+        # the shipped plan, TP 2: 16 query and 4 key heads of 128 per GPU over 8,192 tokens
+        assert w.parallelism.tensor == 2 and w.model.seq_length == 8192
+        assert rope.nbytes == pytest.approx(factor * 2 * 8192 * (16 + 4) * 128 * 2)
+        assert bwd.nbytes == pytest.approx(rope.nbytes)
+        norm = next(o for o in backward_of(fwd) if o.name == "input_layernorm_bwd")
+        assert norm.nbytes == pytest.approx(2 * next(o.nbytes for o in fwd
+                                                     if o.name == "input_layernorm"))
+    assert load_stack("nemo-automodel").elementwise["rotary"] == 5.0
+
+
 def _logits(stack: str, precision: str):
     w, t = resolve("llama3-8b", "dgx-h100", {"training.precision": precision,
                                              "training.stack": stack})

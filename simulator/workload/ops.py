@@ -79,6 +79,15 @@ def mem(name: str, nbytes: float) -> Op:
     return Op(name, "mem", nbytes=nbytes)
 
 
+def rotary(nbytes: float) -> Op:
+    """The rotary embedding of the query and key heads, ``nbytes`` of HBM traffic (read and
+    write each element once, fused). Its backward is the same rotation by the negated angle
+    on the output gradient (Su et al. 2021, RoFormer, Sec. 3.4: the rotation matrix is
+    orthogonal, so its gradient is its transpose; Transformer Engine's
+    ``fused_rope_backward`` is one kernel of the forward's bytes), not a norm's twice."""
+    return replace(mem("rotary", nbytes), bwd_nbytes=nbytes)
+
+
 def comm(name: str, op: str, nbytes: float, axis: str) -> Op:
     return Op(name, "comm", nbytes=nbytes, comm=op, axis=axis)
 
@@ -253,7 +262,7 @@ def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
         ops += [gemm("qkv", x.T, qkv_n, x.h, column=True)]
         if w.model.qk_layernorm:  # the query and key heads, each read and written once
             ops += [mem("qk_layernorm", 2 * x.T * (x.a_t + x.g_t) * x.d * x.e)]
-        ops += [mem("rotary", 2 * x.T * (x.a_t + x.g_t) * x.d * x.e)]
+        ops += [rotary(2 * x.T * (x.a_t + x.g_t) * x.d * x.e)]
     ops += attention_core(w, x)
     v_dim = w.model.v_head_dim if w.model.multi_latent_attention else x.d
     ops += [gemm("attn_proj", x.T, x.h, x.a_t * v_dim)]
@@ -286,7 +295,7 @@ def mla_projections(w: Workload, x: Dims) -> list[Op]:
             mem("kv_layernorm", 2 * x.T * kv_lora * x.e),
             gemm("kv_up", x.T, x.a_t * ((m.qk_head_dim or 0) + (m.v_head_dim or 0)), kv_lora,
                  column=True),
-            mem("rotary", 2 * x.T * (x.a_t + 1) * rope * x.e)]
+            rotary(2 * x.T * (x.a_t + 1) * rope * x.e)]
     return ops
 
 

@@ -33,5 +33,6 @@ def with_stack_kernels(w: Workload, ops: list[Op]) -> list[Op]:
     factors = stack_of(w).elementwise
     if not factors:
         return ops
-    return [derive(o, nbytes=o.nbytes * factors[o.name]) if o.kind == "mem"
-            and o.name in factors else o for o in ops]
+    return [derive(o, nbytes=o.nbytes * factors[o.name],
+                   bwd_nbytes=None if o.bwd_nbytes is None else o.bwd_nbytes * factors[o.name])
+            if o.kind == "mem" and o.name in factors else o for o in ops]
