@@ -54,6 +54,7 @@ def test_profiles_ship_as_package_data(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(loader, "REPO_ROOT", tmp_path / "no-checkout")
     monkeypatch.setattr(loader, "INSTALLED_ROOT", tmp_path / "simulator" / "shipped")
     stacks.load_stack.cache_clear()
+    stacks.stack_recipes.cache_clear()
     try:
         assert stacks.load_stack("torchtitan").fsdp_impl == "fsdp2"
         assert stack_names() == ["torchtitan"]
@@ -61,6 +62,7 @@ def test_profiles_ship_as_package_data(tmp_path, monkeypatch, capsys):
         assert "torchtitan" in capsys.readouterr().out
     finally:
         stacks.load_stack.cache_clear()
+        stacks.stack_recipes.cache_clear()
     assert "stacks" in (root / "setup.py").read_text() and "graft stacks" in (
         root / "MANIFEST.in").read_text()
 
@@ -210,6 +212,25 @@ def test_torchao_rowwise_casts_more_gathers_bf16_and_rescales_the_backward():
     w, t = resolve("llama3-8b", "dgx-h100", dict(over, **{"training.precision": "bf16"}))
     bf16 = simulate_resolved(w, t, variability=False)[0].step_time_s
     assert bf16 > steps["rowwise"] > steps["tensorwise"]
+
+
+def test_an_fp8_run_reads_its_stack_profile_from_disk_once(monkeypatch):
+    # every FP8 run asks which recipes its stack prices, several times a simulation: the
+    # profile is parsed once per process, not per question (a YAML parse is ~20 ms)
+    from simulator.config import stacks
+    reads = []
+    real = stacks._doc
+    monkeypatch.setattr(stacks, "_doc", lambda name: reads.append(name) or real(name))
+    stacks.load_stack.cache_clear()
+    stacks.stack_recipes.cache_clear()
+    try:
+        for _ in range(2):
+            simulate("llama3-8b", "dgx-h100", {"training.precision": "fp8",
+                                               "training.stack": "torchtitan"})
+        assert 0 < len(reads) <= 2 and set(reads) == {"torchtitan"}, reads
+    finally:
+        stacks.load_stack.cache_clear()
+        stacks.stack_recipes.cache_clear()
 
 
 def test_a_recipe_only_one_stack_prices_is_one_line_and_exit_2(capsys):

@@ -329,8 +329,10 @@ def with_recipe(name: str, doc: dict, recipe: str | None) -> dict:
     return _with_entry(name, doc, "recipes", recipe)
 
 
+@lru_cache(maxsize=None)
 def stack_recipes(name: str) -> tuple[str, ...]:
-    """The FP8 recipes profile ``name`` prices in its own ``recipes`` section."""
+    """The FP8 recipes profile ``name`` prices in its own ``recipes`` section (read once: every
+    FP8 run asks, several times a simulation)."""
     return tuple(str(k) for k in (_doc(name).get("recipes") or {}))
 
 
