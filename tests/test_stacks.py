@@ -234,7 +234,7 @@ def test_an_fp8_run_reads_its_stack_profile_from_disk_once(monkeypatch):
 
 
 def test_a_recipe_only_one_stack_prices_is_one_line_and_exit_2(capsys):
-    with pytest.raises(ConfigError, match="training.fp8_recipe.*torchtitan"):
+    with pytest.raises(ConfigError, match=r"training\.fp8_recipe.*torchtitan"):
         resolve("llama3-8b", "dgx-h100", {"training.precision": "fp8",
                                           "training.fp8_recipe": "rowwise"})
     rc = main(["run", "llama3-8b", "-t", "dgx-h100", "--set", "training.precision=fp8",
@@ -244,9 +244,9 @@ def test_a_recipe_only_one_stack_prices_is_one_line_and_exit_2(capsys):
     assert len(err.strip().splitlines()) == 1
     # a bf16 run names the recipe without using it: no error
     resolve("llama3-8b", "dgx-h100", {"training.fp8_recipe": "rowwise"})
-    with pytest.raises(ConfigError, match="recipes.x"):
+    with pytest.raises(ConfigError, match=r"recipes\.x"):
         with_recipe("bad", {"recipes": {"x": {"value": {"fsdp.reduce_dtype": "bf16"}}}}, "x")
-    with pytest.raises(ConfigError, match="section.key"):
+    with pytest.raises(ConfigError, match=r"section\.key"):
         with_recipe("bad", {"recipes": {"x": {"value": {"nosuch": 1}, "source": "s"}}}, "y")
 
 

@@ -27,9 +27,10 @@ Hu et al. 2021 ("LoRA", arXiv:2106.09685, Sec. 4.1): a linear ``Y = X W`` (``W``
   Megatron-Bridge's default; or on its output, ``post``, AutoModel's: read and write the
   16-bit tensor and a 1-byte mask; its backward the same bytes), and the add of the
   adapter's output into the base output (read two, write one). Backward: the adapters'
-  GEMMs run their data and weight gradients; the frozen base GEMMs, the output layer's included, run only the data
-  gradient (half their usual backward; no weight gradient to defer under zero-bubble
-  schedules). The add's backward passes the gradient through (no kernel).
+  GEMMs run their data and weight gradients; the frozen base GEMMs, the output layer's
+  included, run only the data gradient (half their usual backward; no weight gradient to
+  defer under zero-bubble schedules). The add's backward passes the gradient through (no
+  kernel).
 * **memory**: the frozen weights are held in 16 bits with no gradient or optimizer state;
   the adapters carry the run's gradient and optimizer bytes. Activations add, per adapter
   and token, ``A``'s 16-bit output (``2 r`` bytes) and with dropout its mask (1 byte per
