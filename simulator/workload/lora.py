@@ -72,7 +72,7 @@ def _dropout(op: str, elements: float, element_bytes: float):
     twice the forward's as a norm's backward."""
     from .ops import mem  # ops imports this module
     nbytes = elements * (2 * element_bytes + 1)
-    return replace(mem(op + "_dropout", nbytes), bwd_nbytes=nbytes)
+    return mem(op + "_dropout", nbytes, bwd_nbytes=nbytes)
 
 
 def adapter_ops(w: Workload, name: str, tokens: float, element_bytes: float) -> list:
@@ -93,8 +93,8 @@ def adapter_ops(w: Workload, name: str, tokens: float, element_bytes: float) -> 
         ops.append(_dropout(op, tokens * o, element_bytes))
     # the add's backward passes the output gradient to both branches (no kernel); the two
     # input gradients (base and adapter) are summed instead, on the input's width
-    add = mem(op + "_add", 3 * tokens * o * element_bytes)
-    ops.append(replace(add, bwd_nbytes=3 * tokens * i * element_bytes))
+    ops.append(mem(op + "_add", 3 * tokens * o * element_bytes,
+                   bwd_nbytes=3 * tokens * i * element_bytes))
     return ops
 
 

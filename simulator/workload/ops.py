@@ -75,8 +75,10 @@ def gemm(name: str, m: float, n: float, k: float, batch: float = 1.0,
               column=column, dtype=dtype)
 
 
-def mem(name: str, nbytes: float) -> Op:
-    return Op(name, "mem", nbytes=nbytes)
+def mem(name: str, nbytes: float, bwd_nbytes: float | None = None) -> Op:
+    """A bandwidth-bound op of ``nbytes`` bytes; its backward moves ``bwd_nbytes`` (None:
+    twice the forward's, a norm's or an activation's backward)."""
+    return Op(name, "mem", nbytes=nbytes, bwd_nbytes=bwd_nbytes)
 
 
 def rotary(nbytes: float) -> Op:
@@ -85,7 +87,7 @@ def rotary(nbytes: float) -> Op:
     on the output gradient (Su et al. 2021, RoFormer, Sec. 3.4: the rotation matrix is
     orthogonal, so its gradient is its transpose; Transformer Engine's
     ``fused_rope_backward`` is one kernel of the forward's bytes), not a norm's twice."""
-    return replace(mem("rotary", nbytes), bwd_nbytes=nbytes)
+    return mem("rotary", nbytes, bwd_nbytes=nbytes)
 
 
 def comm(name: str, op: str, nbytes: float, axis: str) -> Op:
