@@ -131,3 +131,36 @@ def test_the_source_kinds():
     assert kind("carried from nowhere-9000", {}) is None
     assert kind("assumption: ring overhead as on NVLink4", {}) == "assumption"
     assert kind("a good number", {}) is None and kind("", {}) is None
+
+
+CARRIED = re.compile(r"^\s*carried from ([\w.-]+)")
+
+
+def carried_mismatches(name: str, docs: dict[str, dict]) -> list[str]:
+    """Constants of topology ``name`` whose source says they are carried from another shipped
+    topology but whose value differs there (the donor refitted, the copy left behind). A
+    source covers its own key or the keys it is a ``_``-prefix of, as in :func:`unsourced`."""
+    out = []
+    doc = docs[name]
+    for section in ("gpu", "reliability", "storage", "power", "fabric"):
+        block = doc.get(section) or {}
+        for key, text in (block.get("sources") or {}).items():
+            m = CARRIED.match(str(text))
+            if not m or m.group(1) not in docs:
+                continue
+            donor = docs[m.group(1)].get(section) or {}
+            for k in [k for k in block if k == key or k.startswith(key + "_")]:
+                if block[k] != donor.get(k):
+                    out.append(f"{section}.{k} = {block[k]!r}, {m.group(1)} has {donor.get(k)!r}")
+    return out
+
+
+def test_a_carried_constant_equals_its_donor():
+    docs = {p.stem: yaml.safe_load(p.read_text()) for p in FILES}
+    bad = {n: carried_mismatches(n, docs) for n in docs}
+    assert not any(bad.values()), {n: b for n, b in bad.items() if b}
+    # the check sees a stale copy
+    stale = {**docs, "x": {"gpu": {"gemm_efficiency": 0.5, "sources": {
+        "gemm_efficiency": "carried from dgx-h100 (same die)"}}}}
+    assert carried_mismatches("x", stale) == [
+        f"gpu.gemm_efficiency = 0.5, dgx-h100 has {docs['dgx-h100']['gpu']['gemm_efficiency']!r}"]
