@@ -19,7 +19,9 @@ were fitted on). Every value carries a ``source`` (document, file or commit). Se
   runs in the run's precision);
 * ``pipeline``: whether pipeline transfers run in line on the compute stream as rendezvous
   (DeepSpeed's engine and TrainSchedule) or beside the next phase (Megatron-Core;
-  :mod:`simulator.workload.blocking_p2p`);
+  :mod:`simulator.workload.blocking_p2p`), and ``lockstep``, whether each time slot's
+  transfers are waited for before the next slot (PyTorch's multi-stage runtime up to v2.9;
+  :mod:`simulator.engine.lockstep`);
 * ``moe``: ``probs_in_activation``, whether the routing probabilities scale the experts'
   activation output (Megatron-Core 0.13+) rather than the expert outputs in the combine, which
   must then keep those outputs for the probabilities' gradient (unset: they are kept;
@@ -114,6 +116,9 @@ class Stack:
     fp8_output_layer: bool | None = None
     cp_merge_overlapped: bool = False  # ring merges hidden beside the next step's kernel
     blocking_p2p: bool = False  # pipeline transfers hold the compute stream (rendezvous)
+    # each pipeline time slot's transfers are waited for before the next slot (PyTorch's
+    # PipelineScheduleMulti runtime up to v2.9; simulator/engine/lockstep.py)
+    pipeline_lockstep: bool = False
     # MoE: routing probabilities scale the experts' activation output (so the combine keeps no
     # expert output for their gradient) instead of the expert output in the combine
     moe_probs_in_activation: bool = False
@@ -162,7 +167,7 @@ KEYS: dict[str, dict[str, str]] = {
             "grad_bytes": "number", "weight_bytes": "number", "output_layer_fp8": "bool",
             "backward_transpose_bytes": "number", "weight_per_microbatch": "bool",
             "backward_rescale_bytes": "number"},
-    "pipeline": {"blocking_p2p": "bool"},
+    "pipeline": {"blocking_p2p": "bool", "lockstep": "bool"},
     "moe": {"probs_in_activation": "bool"},
     "recompute": {"selective_modules": "modules"},
     "peft": {"lora_dropout_position": "name"},
@@ -270,6 +275,7 @@ def parse(name: str, doc: dict) -> Stack:
                                         _value(doc, "fp8", "output_layer_fp8", None)),
         cp_merge_overlapped=bool(_value(doc, "context_parallel", "merge_overlapped", False)),
         blocking_p2p=bool(_value(doc, "pipeline", "blocking_p2p", False)),
+        pipeline_lockstep=bool(_value(doc, "pipeline", "lockstep", False)),
         moe_probs_in_activation=bool(_value(doc, "moe", "probs_in_activation", False)),
         selective_modules=tuple(selective), lora_dropout_position=position,
         efficiency={k: float(v) for k, v in (doc.get("efficiency") or {}).items()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..schedules import Route, Schedule, Step, is_fused
+from . import lockstep
 from . import step_rule as rule
 from .records import ListRecorder, NullRecorder, Record, Recorder
 from .replay import replay
@@ -32,7 +33,9 @@ class EngineInput:
     weight-gradient part of ``bwd`` that a ``W`` step runs (its ``B`` then runs
     the rest); ``fwd_ep`` / ``bwd_ep``, the exposed EP all-to-all time inside
     each phase, which an overlapped F&B pair hides under the other phase's
-    compute; ``post_validation``: stages need not meet at the optimizer.
+    compute; ``post_validation``: stages need not meet at the optimizer; ``lockstep``:
+    per stage, the time slot of each step where the stack runs PyTorch's lock-step
+    pipeline runtime (:mod:`.lockstep`), None for the asynchronous replay.
     """
 
     schedule: list[list[Step]]
@@ -53,6 +56,7 @@ class EngineInput:
     fwd_ep: np.ndarray | None = None
     bwd_ep: np.ndarray | None = None
     post_validation: bool = False
+    lockstep: list[list[int]] | None = None
 
 
 class ScheduleDeadlock(RuntimeError):
@@ -179,7 +183,9 @@ class _Sim:
             self.dp_jobs[s].append((start + dur * (i + 1) / n, t, c, size))
 
     def run(self, direct: bool) -> EngineResult:
-        if direct:
+        if self.inp.lockstep is not None:
+            lockstep.replay(self)  # slot order is time order: one path for both engines
+        elif direct:
             replay(self)
         else:
             # Loaded here, not at the top: the direct replay (every plain `run`) needs no

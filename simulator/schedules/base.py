@@ -160,6 +160,13 @@ class Schedule:
         """Model copies a stage's chunks come from (2 for DualPipe)."""
         return 1 + max(self.place(p, v, 0, c)[0] for c in range(self.chunks(v)))
 
+    def time_steps(self, p: int, m: int, v: int) -> list[list[int]] | None:
+        """Per stage, the lock-step time slot of each of its :meth:`steps` as
+        ``torch.distributed.pipelining`` lays the schedule out (``pipeline_order``, one
+        compute action or an empty slot per rank and slot), or None where no PyTorch
+        schedule runs this order (:mod:`simulator.engine.lockstep`)."""
+        return None
+
     def check(self, p: int, m: int, v: int) -> None:
         """Raise ConfigError if the schedule cannot run ``p`` stages and ``m`` micro-batches.
 

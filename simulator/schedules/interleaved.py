@@ -65,6 +65,32 @@ class Interleaved(Schedule):
             out.append(steps)
         return out
 
+    def time_steps(self, p: int, m: int, v: int) -> list[list[int]] | None:
+        """Slots of PyTorch's ``ScheduleInterleaved1F1B`` (``torch/distributed/pipelining/
+        schedules.py`` at v2.8.0 and v2.9.0, ``_calculate_single_rank_operations`` and
+        ``_get_1f1b_rank_ops``), whose per-rank order is this one with ``N`` micro-batches a
+        round (PyTorch: ``m // max(1, m // p)``, which is ``p`` when ``p`` divides ``m``).
+        Rank ``s`` idles ``s`` slots, runs its warm-up forwards one a slot, idles until slot
+        ``v*p + 2*(p-1-s)`` (if it has not reached it), then runs a forward and a backward each pair of slots and, in the
+        cool-down, an empty slot before each backward. None unless ``N`` is PyTorch's."""
+        n = self._n(p)
+        if n != m // max(1, m // p):
+            return None
+        out = []
+        for s, steps in enumerate(self.steps(p, m, v)):
+            warm = min((v - 1) * n + 2 * (p - 1 - s), m * v)
+            pairs = m * v - warm
+            # PyTorch pads to this slot; a warm-up longer than it (N > p) pads nothing
+            first_pair = max(v * p + 2 * (p - 1 - s), s + warm)
+            slots = [s + k for k in range(warm)]
+            for j in range(pairs):
+                slots += [first_pair + 2 * j, first_pair + 2 * j + 1]
+            cool = first_pair + 2 * pairs
+            slots += [cool + 2 * j + 1 for j in range(warm)]
+            assert len(slots) == len(steps)
+            out.append(slots)
+        return out
+
     def in_flight(self, p: int, m: int, v: int, stage: int) -> float:
         chunks = 2 * (p - stage - 1) + (v - 1) * self._n(p) + 1
         return min(chunks, m * v) / v

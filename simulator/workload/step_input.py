@@ -43,6 +43,7 @@ import numpy as np
 
 from ..collectives import collective_time
 from ..compute import BYTES, optimizer_time
+from ..config.stacks import run_stack
 from ..config.workload import Workload
 from ..engine import EngineInput
 from ..hardware import Placement, Topology
@@ -105,6 +106,16 @@ def buckets_of(params: float, dp: int, group: Placement, topo: Topology, dist_op
     if inter is not None and inter.size > 1:
         seconds += collective_time("all_reduce", nbytes / group.size, inter, topo)
     return [(seconds, nbytes)] * n
+
+
+def lockstep_slots(w: Workload, sched, p: int, m: int, v: int) -> list[list[int]] | None:
+    """The schedule's PyTorch time slots where the run's stack waits for each slot's
+    transfers before the next (``pipeline.lockstep``, :mod:`simulator.engine.lockstep`);
+    None otherwise, and for a schedule PyTorch does not lay out in slots (its own
+    single-stage ``Schedule1F1B`` waits only for the transfers a phase needs)."""
+    if p <= 1 or not run_stack(w.training).pipeline_lockstep:
+        return None
+    return sched.time_steps(p, m, v)
 
 
 def engine_input(w: Workload, topo: Topology, shape: PlanShape, groups: dict[str, Placement],
@@ -173,6 +184,7 @@ def engine_input(w: Workload, topo: Topology, shape: PlanShape, groups: dict[str
         ag_bytes.append(gathered if gather else 0.0)
     return EngineInput(
         schedule=schedule, route=shape.route, post_validation=sched.post_validation,
+        lockstep=lockstep_slots(w, sched, P, w.num_microbatches, p.vp),
         wgrad=wgrad if sched.uses_w else None, fwd_ep=fwd_ep, bwd_ep=bwd_ep,
         fwd=fwd, bwd=bwd, p2p=np.full(P, p2p), dp_buckets=buckets,
         optimizer=np.array(opt), param_gather=np.array(ag),
