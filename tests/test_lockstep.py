@@ -28,28 +28,26 @@ def pytorch_pipeline_order(p: int, m: int, v: int) -> dict[int, list]:
         steady = m * v - warm
         pad = (v * p + 2 * (p - 1 - r)) - (warm + r)
         counts: dict[tuple[str, int], int] = {}
-
-        def action(phase: str, stage: int) -> tuple[int, str, int]:
-            mb = counts.get((phase, stage), 0)
-            counts[(phase, stage)] = mb + 1
-            return stage, phase, mb
-
-        def fwd(k: int) -> int:
-            return ((k // per_round) % v) * p + r
-
-        def bwd(k: int) -> int:
-            return (v - 1 - ((k - warm) // per_round) % v) * p + r
-
         slots: list = [None] * r
         for k in range(m * v + warm):
+            fwd = ((k // per_round) % v) * p + r
+            bwd = (v - 1 - ((k - warm) // per_round) % v) * p + r
+            acts = []
+            if k < warm + steady:
+                acts.append(("F", fwd))
+            if k >= warm:
+                acts.append(("B", bwd))
+            out = []
+            for phase, stage in acts:
+                mb = counts.get((phase, stage), 0)
+                counts[(phase, stage)] = mb + 1
+                out.append((stage, phase, mb))
             if k < warm:
-                slots.append(action("F", fwd(k)))
-                if k == warm - 1:
-                    slots += [None] * max(0, pad)
+                slots += out + ([None] * max(0, pad) if k == warm - 1 else [])
             elif k < warm + steady:
-                slots += [action("F", fwd(k)), action("B", bwd(k))]
+                slots += out
             else:
-                slots += [None, action("B", bwd(k))]
+                slots += [None, *out]
         order[r] = slots
     return order
 

@@ -31,6 +31,7 @@ here. Seconds.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from . import step_rule as rule
@@ -45,7 +46,7 @@ def replay(sim: Any) -> None:
     slots: dict[int, list[tuple[int, int]]] = {}
     for s in range(p):
         steps, table = inp.schedule[s], inp.lockstep[s]
-        if len(table) != len(steps) or any(b <= a for a, b in zip(table, table[1:])):
+        if len(table) != len(steps) or any(b <= a for a, b in pairwise(table)):
             raise ValueError(f"stage {s}: lockstep needs one increasing slot per step")
         for i, t in enumerate(table):
             slots.setdefault(t, []).append((s, i))

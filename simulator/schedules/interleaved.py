@@ -71,8 +71,9 @@ class Interleaved(Schedule):
         ``_get_1f1b_rank_ops``), whose per-rank order is this one with ``N`` micro-batches a
         round (PyTorch: ``m // max(1, m // p)``, which is ``p`` when ``p`` divides ``m``).
         Rank ``s`` idles ``s`` slots, runs its warm-up forwards one a slot, idles until slot
-        ``v*p + 2*(p-1-s)`` (if it has not reached it), then runs a forward and a backward each pair of slots and, in the
-        cool-down, an empty slot before each backward. None unless ``N`` is PyTorch's."""
+        ``v*p + 2*(p-1-s)`` (if it has not reached it), then runs a forward and a backward
+        each pair of slots and, in the cool-down, an empty slot before each backward. None
+        unless ``N`` is PyTorch's."""
         n = self._n(p)
         if n != m // max(1, m // p):
             return None
