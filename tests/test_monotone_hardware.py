@@ -7,7 +7,7 @@ at a time in the faster direction, and all at once by random factors (hypothesis
 shipped workloads and topologies with plans that exercise TP / EP / PP / CP, DualPipe-V,
 recompute (full, MoE-only), CUDA graphs, host-bound MoE layers, DeepEP under group-limited
 routing, an FSDP2 stack that keeps its gathered weights, and FSDP2 under PyTorch's pipelining
-(gradients reduce-scattered once per schedule). The step (expected and
+(gradients reduce-scattered once per schedule; lock-step slots as in torch 2.8). The step (expected and
 ideal) must not grow.
 """
 
@@ -49,6 +49,13 @@ CASES = [
     ("llama3-8b", "dgx-h100", {"training.stack": "torchtitan", "training.use_megatron_fsdp": True,
                                "parallelism.pipeline": 2, "parallelism.data": 2,
                                "training.global_batch_size": 16}),
+    # PyTorch 2.8's lock-step pipeline slots (AutoModel 2025 release: pipeline.lockstep)
+    ("llama3-8b", "dgx-h100", {"training.stack": "nemo-automodel",
+                               "training.stack_release": "AutoModel 2025-10",
+                               "training.use_megatron_fsdp": True, "parallelism.pipeline": 2,
+                               "parallelism.virtual_pipeline": 2,
+                               "parallelism.pipeline_schedule": "interleaved",
+                               "parallelism.data": 2, "training.global_batch_size": 16}),
 ]
 
 UP = ("bandwidth_GBps", "nvls_busbw_GBps", "efficiency", "alltoall_efficiency",
