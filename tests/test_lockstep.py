@@ -121,6 +121,8 @@ def test_profiles_state_it_by_pytorch_release():
     assert load_stack("nemo-automodel", "AutoModel 2026-04").pipeline_lockstep
     assert not load_stack("nemo-automodel").pipeline_lockstep  # torch 2.10 runtime
     assert not load_stack("torchtitan").pipeline_lockstep
+    assert load_stack("torchtitan", "torchtitan 2024-11").pipeline_lockstep
+    assert load_stack("torchtitan", "torchtitan 2025-06").pipeline_lockstep
     assert not load_stack("megatron").pipeline_lockstep  # Megatron-Core's own schedules
     # the release's other values still apply
     assert load_stack("nemo-automodel", "AutoModel 2026-04").reduce_dtype == "bf16"
