@@ -111,8 +111,9 @@ def buckets_of(params: float, dp: int, group: Placement, topo: Topology, dist_op
 def lockstep_slots(w: Workload, sched, p: int, m: int, v: int) -> list[list[int]] | None:
     """The schedule's PyTorch time slots where the run's stack waits for each slot's
     transfers before the next (``pipeline.lockstep``, :mod:`simulator.engine.lockstep`);
-    None otherwise, and for a schedule PyTorch does not lay out in slots (its own
-    single-stage ``Schedule1F1B`` waits only for the transfers a phase needs)."""
+    None otherwise, and for a schedule PyTorch does not lay out in slots: its single-stage
+    ``Schedule1F1B`` waits before each phase for that phase's receive batched with the
+    previous phase's send, which is not modelled (the asynchronous replay)."""
     if p <= 1 or not run_stack(w.training).pipeline_lockstep:
         return None
     return sched.time_steps(p, m, v)
