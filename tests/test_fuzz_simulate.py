@@ -106,7 +106,8 @@ TRAINING = {"micro_batch_size": [1, 2, 4], "recompute": ["selective", "full"],
             "lora_dropout_position": ["post"], "lora_target_modules": [["linear_fc2"]],
             "packed_document_length": [48.0, 1e9], "disable_parameter_transpose_cache": [True],
             "stack_settings": [{"fsdp.reshard_after_forward": False},
-                               {"launch.elementwise_bytes_factor": {"rotary": 7.0}}]}
+                               {"launch.elementwise_bytes_factor": {"rotary": 7.0}},
+                               {"pipeline.lockstep": True}]}
 GPU = {"gemm_efficiency": [0.01, 1.0], "attention_efficiency": [0.01, 1.0],
        "memory_bandwidth_efficiency": [0.3, 1.0], "fp8_gemm_efficiency": [0.5],
        "gemm_half_dim": [0.0, 1e-6, 1000.0], "kernel_overhead_us": [0.0, 100.0],
