@@ -35,7 +35,7 @@ from itertools import pairwise
 from typing import Any
 
 from . import step_rule as rule
-from .records import Record
+from .records import NullRecorder, Record
 
 
 def replay(sim: Any) -> None:
@@ -43,15 +43,22 @@ def replay(sim: Any) -> None:
     slots) slot by slot; fills ``sim.stats``, ``sim.dp_jobs``, ``sim.finished`` and the
     recorder as :mod:`.replay` does."""
     inp, p, rec = sim.inp, sim.p, sim.rec
+    count_only = isinstance(rec, NullRecorder)  # records counted, not built
     slots: dict[int, list[tuple[int, int]]] = {}
+    facts = []  # per stage and step: (step, seconds, its input's key or None, its consumer)
     for s in range(p):
         steps, table = inp.schedule[s], inp.lockstep[s]
         if len(table) != len(steps) or any(b <= a for a, b in pairwise(table)):
             raise ValueError(f"stage {s}: lockstep needs one increasing slot per step")
         for i, t in enumerate(table):
             slots.setdefault(t, []).append((s, i))
-    split = [rule.split_pairs(inp.schedule[s]) for s in range(p)]
-    grad_done = [rule.grad_done(inp.schedule[s], split[s]) for s in range(p)]
+        split = rule.split_pairs(steps)
+        facts.append([(x, sim.duration(s, x, split),
+                       (x.phase, x.mb, x.chunk, s) if sim.route.waits(s, x) else None,
+                       sim.route.dst(s, x)) for x in steps])
+    grad_done = [rule.grad_done(inp.schedule[s], rule.split_pairs(inp.schedule[s]))
+                 for s in range(p)]
+    p2p = [float(x) for x in inp.p2p]
     clock = [0.0] * p
     seen_b = [False] * p
     arrived: set[tuple] = set()
@@ -59,34 +66,38 @@ def replay(sim: Any) -> None:
         end = list(clock)
         sends = []
         for s, i in slots[t]:
-            x, st_ = inp.schedule[s][i], sim.stats[s]
-            if sim.route.waits(s, x) and (x.phase, x.mb, x.chunk, s) not in arrived:
+            x, d, need, dst = facts[s][i]
+            st_ = sim.stats[s]
+            if need is not None and need not in arrived:
                 raise ValueError(f"stage {s} runs {x} in slot {t} before its input arrived")
-            d = sim.duration(s, x, split[s])
             start = clock[s]
             if st_.first_start < 0:
                 st_.first_start = start
             if grad_done[s].get(x.chunk) == i and inp.overlap_grad_reduce:
                 sim.release(s, x.chunk, start, d)
             end[s] = start + d
-            rec.add(Record(s, "compute", x.phase, start, end[s], x.mb, x.chunk))
+            if count_only:
+                rec.count += 1
+            else:
+                rec.add(Record(s, "compute", x.phase, start, end[s], x.mb, x.chunk))
             st_.busy += d
             if x.phase == "F" and not seen_b[s]:
                 st_.warmup_fwd += d
             seen_b[s] = seen_b[s] or x.phase == "B"
-            dst = sim.route.dst(s, x)
             if dst is not None:
                 sends.append((s, x, dst))
         after = list(end)
         for s, x, (q, c) in sends:
-            key = (x.phase, x.mb, c, q)
-            arrived.add(key)
+            arrived.add((x.phase, x.mb, c, q))
             if q == s:
                 continue
             t0 = max(end[s], end[q])
-            t1 = t0 + float(inp.p2p[s])
-            rec.add(Record(s, "pp", "send_" + x.phase, t0, t1, x.mb, x.chunk,
-                           inp.p2p_bytes, q, c))
+            t1 = t0 + p2p[s]
+            if count_only:
+                rec.count += 1
+            else:
+                rec.add(Record(s, "pp", "send_" + x.phase, t0, t1, x.mb, x.chunk,
+                               inp.p2p_bytes, q, c))
             for r in (s, q):
                 if t1 > after[r]:
                     sim.stats[r].pp_wait += t1 - max(t0, after[r])
