@@ -150,3 +150,17 @@ def test_automodel_pipeline_runs_wait_slot_by_slot(case_id):
     assert lock.step_time_s > free.step_time_s * 1.01
     assert lock.exposed_comm_s["pp"] > 5 * free.exposed_comm_s["pp"]
     assert lock.step_time_s < c.measured  # both runs remain too fast (validation/analysis.md)
+
+
+def test_the_result_says_which_runtime_replayed_the_pipeline():
+    base = {"training.stack": "nemo-automodel", "training.stack_release": "AutoModel 2025-10",
+            "training.use_megatron_fsdp": True, "parallelism.pipeline": 4,
+            "parallelism.data": 2, "training.global_batch_size": 16}
+    w, t = resolve("llama3-8b", "dgx-h100", {**base, "parallelism.virtual_pipeline": 2,
+                                             "parallelism.pipeline_schedule": "interleaved"})
+    assert any("lock-step time slots" in n for n in simulate_resolved(w, t)[0].notes)
+    w, t = resolve("llama3-8b", "dgx-h100", {**base, "parallelism.pipeline_schedule": "1f1b"})
+    assert any("replayed asynchronously" in n for n in simulate_resolved(w, t)[0].notes)
+    w, t = resolve("llama3-8b", "dgx-h100", {**base, "training.stack_release": None,
+                                             "parallelism.pipeline_schedule": "1f1b"})
+    assert not any("pipeline runtime" in n for n in simulate_resolved(w, t)[0].notes)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..config.stacks import run_stack
 from ..config.workload import Workload
 from ..engine import EngineInput
 from ..hardware import Placement, Topology
@@ -127,10 +128,16 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
         imbalance["cp"] = bld.ctx.attention(None, False).imbalance
     if bld.moe is not None and not bound_only:
         imbalance.update(_moe_imbalance(bld.moe))
+    inp = engine_input(w, topo, bld.shape, bld.groups, schedule,
+                       (fwd, bwd, wgrad, fwd_ep, bwd_ep), params, not bound_only)
+    if P > 1 and run_stack(w.training).pipeline_lockstep:
+        notes.append("pipeline runtime: PyTorch's lock-step time slots, each slot waiting for "
+                     "its transfers (pipeline.lockstep)" if inp.lockstep is not None else
+                     f"pipeline runtime: the stack waits slot by slot (pipeline.lockstep), but "
+                     f"PyTorch has no slot table for schedule {p.pipeline_schedule} here: "
+                     f"replayed asynchronously")
     return Plan(workload=w, topo=topo, partition=bld.part, groups=bld.groups, phases=phases,
-                engine_input=engine_input(w, topo, bld.shape, bld.groups, schedule,
-                                          (fwd, bwd, wgrad, fwd_ep, bwd_ep), params,
-                                          not bound_only),
+                engine_input=inp,
                 stage_params=params, totals=totals, notes=notes, imbalance=imbalance,
                 moe=bld.moe, shape=bld.shape,
                 ep_breakdown=ep_totals if bld.moe is not None else [], fsdp_exposed=fsdp,
