@@ -46,6 +46,7 @@ def replay(sim: Any) -> None:
     count_only = isinstance(rec, NullRecorder)  # records counted, not built
     slots: dict[int, list[tuple[int, int]]] = {}
     facts = []  # per stage and step: (step, seconds, its input's key or None, its consumer)
+    grad_done = []  # per stage: chunk -> index of the step that completes its gradients
     for s in range(p):
         steps, table = inp.schedule[s], inp.lockstep[s]
         if len(table) != len(steps) or any(b <= a for a, b in pairwise(table)):
@@ -53,11 +54,10 @@ def replay(sim: Any) -> None:
         for i, t in enumerate(table):
             slots.setdefault(t, []).append((s, i))
         split = rule.split_pairs(steps)
+        grad_done.append(rule.grad_done(steps, split))
         facts.append([(x, sim.duration(s, x, split),
                        (x.phase, x.mb, x.chunk, s) if sim.route.waits(s, x) else None,
                        sim.route.dst(s, x)) for x in steps])
-    grad_done = [rule.grad_done(inp.schedule[s], rule.split_pairs(inp.schedule[s]))
-                 for s in range(p)]
     p2p = [float(x) for x in inp.p2p]
     clock = [0.0] * p
     seen_b = [False] * p
