@@ -282,8 +282,8 @@ def test_deepspeed_pipeline_engine_runs_are_both_too_fast(records):
     "FlashAttention-2) measured 18.90 s, predicted 21.2 s (+12.4 %): the FSDP2 copy kernels "
     "(1.14 s) and FA2's measured 35 % of peak are sourced; the run's 389 model TFLOP/s needs "
     "more than the simulator's FA2 and GEMM rates give. Its Kimi K2 run (256 H100, PP 8 x "
-    "EP 32) is -11 %; of its six LoRA rows the four on TP 2 are -2.3 .. +8.8 %, the two on "
-    "one GPU +7 / +13 % (one source); 9 runs, median 7.1 % (bar 6 %), worst 12.9 %"))
+    "EP 32) is -9.4 %; of its six LoRA rows the four on TP 2 are -2.3 .. +8.8 %, the two on "
+    "one GPU +7.1 / +6.1 % (one source); 9 runs, median 6.1 % (bar 6 %), worst 12.4 %"))
 def test_nemo_automodel_runs_meet_the_bar(records):
     _bar(crossvalidate(records), "nemo-automodel", 9)
 
@@ -300,11 +300,28 @@ def test_nemo_automodel_lora_rows(records):
         one, two = rows[f"automodel-lora-{model}-h100-8g"], rows[f"automodel-lora-{model}-h100-16g"]
         assert two["predicted"] / one["predicted"] == pytest.approx(
             two["measured"] / one["measured"], rel=0.10)
-    # one GPU, Hugging Face model with Liger kernels and post-dropout adapters: inside the
-    # issue's 20 % worst bar, though too slow (+10 / +16 %), as the one-GPU SDPA-backend runs
-    # are (validation/analysis.md: GEMM constants fitted on 8-GPU steps)
+    # one GPU, Hugging Face model with Liger kernels (post-dropout adapters in the Llama
+    # recipe, none in the Qwen one): within 10 %, though too slow (+7 / +6 %), as the one-GPU
+    # SDPA-backend runs are (validation/analysis.md: GEMM constants fitted on 8-GPU steps)
     single = [r["error"] for cid, r in rows.items() if "-1g" in cid]
-    assert len(single) == 2 and all(abs(e) <= 0.20 for e in single), single
+    assert len(single) == 2 and all(0 < e <= 0.10 for e in single), single
+
+
+def test_automodel_one_gpu_lora_cases_keep_their_recipes_dropout():
+    # the two one-GPU LoRA recipes at 507bfb751 differ: llama3_1_8b_peft_benchmark.yaml sets
+    # peft.dropout 0.1, qwen2_5_7b_peft_benchmark.yaml 0.0 (a case is its recipe)
+    cases = {c.id: c for c in load_cases(FOLDER)}
+    want = {"automodel-lora-llama31-8b-h100-1g": 0.1, "automodel-lora-qwen25-7b-h100-1g": 0.0}
+    for cid, p in want.items():
+        w, _ = resolve(cases[cid].spec["workload"], cases[cid].topology,
+                       cases[cid].spec["overrides"], cases[cid].topology_overrides)
+        assert w.training.lora_dropout == p, cid
+    # and the dropout is what it costs: the Qwen row priced with the Llama recipe's dropout
+    # is slower by the adapters' dropout kernels (~6 % of its step)
+    c = cases["automodel-lora-qwen25-7b-h100-1g"]
+    plain = predict_step_time(c)
+    c.spec["overrides"] = {**c.spec["overrides"], "training.lora_dropout": 0.1}
+    assert 1.03 < predict_step_time(c) / plain < 1.10
 
 
 def test_deepspeed_blocking_sends_slow_the_mtnlg_plan(records):
