@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from simulator.api import resolve, simulate_resolved
-from simulator.config.stacks import load_stack
+from simulator.config.stacks import load_stack, run_stack
 from simulator.engine import EngineInput, ListRecorder, NullRecorder, run_engine
 from simulator.schedules import get_schedule
 from simulator.validation.cases import load_cases
+from simulator.workload.fsdp import once_per_schedule
 
 SCHED = get_schedule("interleaved")
 
@@ -150,6 +151,29 @@ def test_automodel_pipeline_runs_wait_slot_by_slot(case_id):
     assert lock.step_time_s > free.step_time_s * 1.01
     assert lock.exposed_comm_s["pp"] > 5 * free.exposed_comm_s["pp"]
     assert lock.step_time_s < c.measured  # both runs remain too fast (validation/analysis.md)
+
+
+@pytest.mark.parametrize("case_id", ["automodel-kimi-k2-h100-256g-bf16",
+                                     "moe-automodel-deepseek-v3-h100-256g-bf16"])
+def test_automodel_moe_stages_sync_fsdp_every_micro_batch(case_id):
+    """At 89e3a9fdd AutoModel's MoE parallelizer fully_shards a stage's blocks, embedding and
+    head but not the stage's own module, so torch's PipelineStage finds no FSDPModule to turn
+    gradient sync off on: every micro-batch's backward reduce-scatters and reshards (fixed by
+    MoEFSDPSyncMixin in 2c236e081). The two runs measured before the fix state it."""
+    c = _case(case_id)
+    w, t = resolve(c.spec["workload"], c.topology, c.spec["overrides"], c.topology_overrides)
+    assert not once_per_schedule(w, run_stack(w.training))
+    assert load_stack("nemo-automodel").sync_once_per_schedule  # the profile keeps torch's path
+    per_mb = simulate_resolved(w, t)[0]
+    settings = {**(w.training.stack_settings or {}), "fsdp.sync_once_per_schedule": True}
+    w2, t2 = resolve(c.spec["workload"], c.topology,
+                     {**c.spec["overrides"], "training.stack_settings": settings},
+                     c.topology_overrides)
+    once = simulate_resolved(w2, t2)[0]
+    # a fp32 reduce-scatter and a re-gather of every stage's dense weights per micro-batch
+    assert per_mb.step_time_s > once.step_time_s * 1.02
+    assert per_mb.exposed_comm_s["dp"] > once.exposed_comm_s["dp"]
+    assert abs(per_mb.step_time_s / c.measured - 1) < 0.08
 
 
 def test_the_result_says_which_runtime_replayed_the_pipeline():
