@@ -136,17 +136,22 @@ def _case(case_id: str):
     return next(c for f in folders for c in load_cases(f) if c.id == case_id)
 
 
+def _resolved(c, **settings):
+    """(workload, topology) of case ``c``, with ``settings`` over its stack settings."""
+    over = c.spec["overrides"]
+    if settings:
+        w = resolve(c.spec["workload"], c.topology, over, c.topology_overrides)[0]
+        over = {**over, "training.stack_settings": {**(w.training.stack_settings or {}),
+                                                    **settings}}
+    return resolve(c.spec["workload"], c.topology, over, c.topology_overrides)
+
+
 @pytest.mark.parametrize("case_id", ["automodel-kimi-k2-h100-256g-bf16",
                                      "moe-automodel-deepseek-v3-h100-256g-bf16"])
 def test_automodel_pipeline_runs_wait_slot_by_slot(case_id):
     c = _case(case_id)
-    w, t = resolve(c.spec["workload"], c.topology, c.spec["overrides"], c.topology_overrides)
-    lock = simulate_resolved(w, t)[0]
-    settings = {**(w.training.stack_settings or {}), "pipeline.lockstep": False}
-    w2, t2 = resolve(c.spec["workload"], c.topology,
-                     {**c.spec["overrides"], "training.stack_settings": settings},
-                     c.topology_overrides)
-    free = simulate_resolved(w2, t2)[0]
+    lock = simulate_resolved(*_resolved(c))[0]
+    free = simulate_resolved(*_resolved(c, **{"pipeline.lockstep": False}))[0]
     # torch 2.8's runtime: each slot's transfers exposed, neighbours paced together
     assert lock.step_time_s > free.step_time_s * 1.01
     assert lock.exposed_comm_s["pp"] > 5 * free.exposed_comm_s["pp"]
@@ -161,15 +166,11 @@ def test_automodel_moe_stages_sync_fsdp_every_micro_batch(case_id):
     gradient sync off on: every micro-batch's backward reduce-scatters and reshards (fixed by
     MoEFSDPSyncMixin in 2c236e081). The two runs measured before the fix state it."""
     c = _case(case_id)
-    w, t = resolve(c.spec["workload"], c.topology, c.spec["overrides"], c.topology_overrides)
+    w, t = _resolved(c)
     assert not once_per_schedule(w, run_stack(w.training))
     assert load_stack("nemo-automodel").sync_once_per_schedule  # the profile keeps torch's path
     per_mb = simulate_resolved(w, t)[0]
-    settings = {**(w.training.stack_settings or {}), "fsdp.sync_once_per_schedule": True}
-    w2, t2 = resolve(c.spec["workload"], c.topology,
-                     {**c.spec["overrides"], "training.stack_settings": settings},
-                     c.topology_overrides)
-    once = simulate_resolved(w2, t2)[0]
+    once = simulate_resolved(*_resolved(c, **{"fsdp.sync_once_per_schedule": True}))[0]
     # a fp32 reduce-scatter and a re-gather of every stage's dense weights per micro-batch
     assert per_mb.step_time_s > once.step_time_s * 1.02
     assert per_mb.exposed_comm_s["dp"] > once.exposed_comm_s["dp"]
