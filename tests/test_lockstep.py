@@ -136,9 +136,10 @@ def _case(case_id: str):
     return next(c for f in folders for c in load_cases(f) if c.id == case_id)
 
 
-def _resolved(c, **settings):
-    """(workload, topology) of case ``c``, with ``settings`` over its stack settings."""
-    over = c.spec["overrides"]
+def _resolved(c, extra: dict | None = None, **settings):
+    """(workload, topology) of case ``c``, with the ``extra`` overrides and ``settings`` over
+    its stack settings."""
+    over = {**c.spec["overrides"], **(extra or {})}
     if settings:
         w = resolve(c.spec["workload"], c.topology, over, c.topology_overrides)[0]
         over = {**over, "training.stack_settings": {**(w.training.stack_settings or {}),
@@ -175,7 +176,7 @@ def test_automodel_moe_stages_sync_fsdp_every_micro_batch(case_id):
     assert per_mb.step_time_s > once.step_time_s * 1.02
     assert per_mb.exposed_comm_s["dp"] > once.exposed_comm_s["dp"]
     # both runs are too fast (validation/analysis.md): the code's sync is the nearer one
-    assert once.step_time_s < per_mb.step_time_s < c.measured
+    assert per_mb.step_time_s < c.measured
     assert per_mb.step_time_s / c.measured - 1 > -0.12
 
 
@@ -188,10 +189,7 @@ def test_automodel_moe_shared_expert_runs_beside_the_dispatch(case_id):
     w, t = _resolved(c)
     assert w.model.moe.shared_expert_overlap
     side = simulate_resolved(w, t)[0]
-    serial = simulate_resolved(*resolve(
-        c.spec["workload"], c.topology,
-        {**c.spec["overrides"], "model.moe.shared_expert_overlap": False},
-        c.topology_overrides))[0]
+    serial = simulate_resolved(*_resolved(c, {"model.moe.shared_expert_overlap": False}))[0]
     assert side.exposed_comm_s["ep"] < serial.exposed_comm_s["ep"]
     assert side.step_time_s < serial.step_time_s
 
