@@ -93,8 +93,10 @@ def test_engine_with_paired_transfers_matches_the_train_schedule(stages, gbs):
             "parallelism.sequence_parallel": False, "training.global_batch_size": gbs,
             "training.use_flash_attn": False, "model.num_layers": 4 * stages}
     runs = {}
-    for name in ("megatron", "deepspeed"):
-        w, t = resolve("llama3-8b", "dgx-h100", dict(over, **{"training.stack": name}))
+    for name in ("megatron", "deepspeed"):  # the transfers alone: the engine factor at 1
+        own = {"training.stack_settings": {"efficiency.pipeline_engine": 1.0}} \
+            if name == "deepspeed" else {}
+        w, t = resolve("llama3-8b", "dgx-h100", dict(over, **{"training.stack": name}, **own))
         runs[name] = simulate_resolved(w, t, variability=False)[1]
     mp, dp = runs["megatron"], runs["deepspeed"]
     m = dp.engine_input.fwd.shape[2]

@@ -378,8 +378,11 @@ def test_deepspeed_pipeline_sends_block_the_sender():
     plan_over = {"parallelism.pipeline": 4, "parallelism.tensor": 2, "parallelism.data": 1,
                  "training.global_batch_size": 16, "training.use_flash_attn": False}
     runs = {}
-    for name in ("megatron", "deepspeed"):
-        w, t = resolve("llama3-8b", "dgx-h100", dict(plan_over, **{"training.stack": name}))
+    for name in ("megatron", "deepspeed"):  # the sends alone: the engine's factor set to 1
+        own = {"training.stack_settings": {"efficiency.pipeline_engine": 1.0}} \
+            if name == "deepspeed" else {}
+        w, t = resolve("llama3-8b", "dgx-h100", dict(plan_over, **{"training.stack": name},
+                                                      **own))
         runs[name] = simulate_resolved(w, t, variability=False)
     (mr, mp, _), (dr, dp, _) = runs["megatron"], runs["deepspeed"]
     send = p2p_seconds(dp.workload, dp.topo, dp.groups)
@@ -391,6 +394,48 @@ def test_deepspeed_pipeline_sends_block_the_sender():
     assert step > 0 and np.allclose(fwd[1:], step) and np.allclose(fwd[0], 0.0)
     assert np.allclose(bwd[:3], step) and np.allclose(bwd[3], 0.0)
     assert dr.step_time_s > mr.step_time_s
+
+
+def test_deepspeed_pipeline_engine_factor_scales_pipelined_phases_only():
+    """stacks/deepspeed.yaml efficiency.pipeline_engine: every forward and backward phase of
+    a pipelined run x the factor, counted as compute; not without PP (the ZeRO-3 path)."""
+    from simulator.workload.blocking_p2p import rendezvous_seconds
+    plan = {"parallelism.pipeline": 4, "parallelism.tensor": 2, "parallelism.data": 1,
+            "training.global_batch_size": 16, "training.use_flash_attn": False,
+            "training.stack": "deepspeed"}
+    factor = load_stack("deepspeed").efficiency["pipeline_engine"]
+    assert 1.1 < factor < 1.3
+
+    def run(over, value=None):
+        if value is not None:
+            over = dict(over, **{"training.stack_settings": {"efficiency.pipeline_engine":
+                                                             value}})
+        return simulate_resolved(*resolve("llama3-8b", "dgx-h100", over), variability=False)
+
+    (r1, p1, _), (rf, pf, _) = run(plan, 1.0), run(plan)
+    e1, ef = p1.engine_input, pf.engine_input
+    t = rendezvous_seconds(pf.workload, pf.topo, pf.groups)
+    # the kernels scale; the blocking transfers, added after them, do not (stage 0 forwards
+    # and stage 3 backwards without one)
+    f1, b1 = e1.fwd - t, e1.bwd - t
+    f1[0] += t
+    b1[3] += t
+    fk, bk = ef.fwd - (e1.fwd - f1), ef.bwd - (e1.bwd - b1)
+    assert np.allclose(fk, factor * f1) and np.allclose(bk, factor * b1)
+    for s in range(4):  # the seconds it adds are compute
+        assert pf.totals[s]["compute"] - p1.totals[s]["compute"] == pytest.approx(
+            (factor - 1) * float(f1[s].sum() + b1[s].sum()))
+        assert pf.totals[s]["pp"] == pytest.approx(p1.totals[s]["pp"])
+    assert rf.breakdown_s["compute"] > r1.breakdown_s["compute"]
+    assert any("efficiency.pipeline_engine" in n for n in rf.notes)
+    # the step: nearly the factor on a compute-bound 1F1B step, never more
+    assert 1 + 0.8 * (factor - 1) < rf.step_time_s / r1.step_time_s <= factor
+    # without pipeline parallelism nothing changes (ZeRO-3 runs: no run says)
+    flat = dict(FSDP, **{"training.stack": "deepspeed"})
+    assert run(flat)[0].step_time_s == run(flat, 1.0)[0].step_time_s
+    # the range a fitted factor may take, named in the error
+    with pytest.raises(ConfigError, match="efficiency.pipeline_engine"):
+        run(plan, 3.0)
 
 
 def test_a_run_sets_its_own_profile_values():

@@ -34,7 +34,9 @@ were fitted on). Every value carries a ``source`` (document, file or commit). Se
   does not set ``training.lora_dropout_position`` (``pre``, on the adapter's input, unless
   stated; NeMo AutoModel's ``post``, on its output);
 * ``efficiency``: per-stack factors fitted on that stack's published runs (empty unless
-  measurements exist; see validation/stacks/README.md);
+  measurements exist; see validation/stacks/README.md): ``pipeline_engine``, how many times
+  the simulator's kernel time each forward and backward phase of a pipelined run takes in
+  the stack's pipeline runtime (:func:`simulator.workload.plan.scale_pipeline_phases`);
 * ``releases``: values a release had that differ from the profile's (release prefix ->
   ``{value: {"section.key": value}, source}``), e.g. a default changed between releases;
 * ``recipes``: values an FP8 recipe has that differ from the profile's default one (recipe
@@ -171,6 +173,7 @@ KEYS: dict[str, dict[str, str]] = {
     "moe": {"probs_in_activation": "bool"},
     "recompute": {"selective_modules": "modules"},
     "peft": {"lora_dropout_position": "name"},
+    "efficiency": {"pipeline_engine": "number"},
 }
 _SECTIONS = tuple(KEYS)
 MAX_SETTING = 1000.0  # bytes per element / parameter, or a bytes factor
@@ -215,6 +218,25 @@ def _transpose_bytes(name: str, doc: dict, fp8: dict) -> float:
                           "must be >= 0 and at most the input and weight cast bytes it is "
                           "part of (input_bytes, norm_fused_input_bytes, weight_bytes)")
     return value
+
+
+# the range a stack's fitted phase-time factor may take (a factor outside it is not a
+# runtime's efficiency but a missing model)
+EFFICIENCY_RANGE = (0.5, 2.0)
+
+
+def _efficiency(name: str, doc: dict) -> dict[str, float]:
+    """``efficiency``: each fitted factor, within :data:`EFFICIENCY_RANGE`."""
+    out = {}
+    for key in doc.get("efficiency") or {}:
+        value = _value(doc, "efficiency", key, None)
+        lo, hi = EFFICIENCY_RANGE
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and lo <= value <= hi):
+            raise ConfigError(f"stacks/{name}.yaml efficiency.{key}", value,
+                              f"must be a number from {lo:g} to {hi:g}")
+        out[key] = float(value)
+    return out
 
 
 def parse(name: str, doc: dict) -> Stack:
@@ -278,8 +300,7 @@ def parse(name: str, doc: dict) -> Stack:
         pipeline_lockstep=bool(_value(doc, "pipeline", "lockstep", False)),
         moe_probs_in_activation=bool(_value(doc, "moe", "probs_in_activation", False)),
         selective_modules=tuple(selective), lora_dropout_position=position,
-        efficiency={k: float(v) for k, v in (doc.get("efficiency") or {}).items()
-                    if k != "source"})
+        efficiency=_efficiency(name, doc))
 
 
 def stack_names() -> list[str]:

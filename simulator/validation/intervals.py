@@ -6,7 +6,9 @@ was fitted on and writes the pool that :mod:`simulator.metrics.uncertainty` read
 
 * every step-time case of each folder under ``validation/`` (:func:`external_dirs`:
   ``scaling/``, the later-release H100 tables; ``megatron_bridge/``; any set added later,
-  e.g. other stacks, whose cases name ``training.stack``), predicted as is;
+  e.g. other stacks, whose cases name ``training.stack``), predicted as is, except that a
+  run of a stack with a fitted factor gets the factor refitted without its source
+  (:func:`simulator.validation.stacks.left_out`);
 * from the cross-validation (``cv_residuals.json``, written by
   :mod:`~simulator.validation.crossval`), one error per fitted dense case: refitted without
   its source where its GPU kept constants of its own, else without its group; and the MoE
@@ -104,8 +106,19 @@ def external_records(root: Path = DEFAULT_DIR, keep=lambda c: True) -> list[dict
     for d in external_dirs(root):
         cases = load_cases(d, list(STEP_CATEGORIES))
         unfitted = _unfitted(d)
-        out += [record(c, predict(c), d.name, cases) for c in cases if keep(c) and unfitted(c)]
+        judged = _left_out(d, cases)
+        out += [record(c, predict(judged.get(c.id, c)), d.name, cases) for c in cases
+                if keep(c) and unfitted(c)]
     return out
+
+
+def _left_out(d: Path, cases: list[Case]) -> dict[str, Case]:
+    """Case id -> the case with its stack's fitted factor refitted without its source
+    (``validation/stacks``: :func:`simulator.validation.stacks.left_out`); empty elsewhere."""
+    if d.name != "stacks":
+        return {}
+    from .stacks import left_out
+    return {cid: case for cid, (case, _) in left_out(cases, d).items()}
 
 
 def cv_records(doc: dict, cases: list[Case]) -> list[dict]:
@@ -209,8 +222,9 @@ SET_TITLES = {"scaling": "validation/scaling (later-release H100 tables, never f
               "megatron_bridge": "validation/megatron_bridge (never fitted)",
               "cv": "cross-validation (source, else group, left out of the refit)",
               "moe": "MoE runs no constant was fitted on",
-              "stacks": "validation/stacks (other stacks, long sequence, small-model FP8; never "
-                        "fitted; a group a constant is fitted on, stacks.FITTED_ON, left out)",
+              "stacks": "validation/stacks (other stacks, long sequence, small-model FP8; no "
+                        "topology constant fitted; a stack's fitted factor refitted without "
+                        "the case's source, stacks.left_out)",
               "sdpa_backends": "validation/sdpa_backends (one GPU, cuDNN and FlashAttention-2; "
                                "never fitted)"}
 

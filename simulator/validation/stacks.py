@@ -3,23 +3,32 @@
 Reads ``validation/stacks/*.yaml`` (the case format of ``validation/*.yaml`` plus, per
 group, ``stack``, ``release`` and ``source_id``: the publication a group comes from), predicts
 every case with the full simulator, and reports the error per stack, per sequence-length
-band and per GPU. Nothing in ``simulator/`` or ``topologies/`` is fitted on these cases.
+band and per GPU. No topology constant is fitted on these cases (:data:`FITTED_ON`).
 
-Cross-validation leaves whole sources out: for each left-out source, a per-stack
-efficiency factor (the geometric mean of measured / predicted over the *other* sources of
-the same stack; 1 where the stack has no other source) scales its predictions. The shipped
-profiles carry such a factor only where this cross-validated error beats the unfitted one and
-the stack's runs cover what the factor would be applied to. None does (stacks/*.yaml
-``efficiency: {}``): deepspeed's would beat its unfitted error, but its runs are all 2021-22
-pipeline-engine runs and the profile also prices ZeRO-3, for which no run says whether the
-factor holds (the numbers: validation/analysis.md, GPT-NeoX-20B).
+A stack profile may ship a fitted phase-time factor (``efficiency.pipeline_engine``,
+:func:`simulator.workload.plan.scale_pipeline_phases`), fitted here on that stack's runs
+(:func:`fit_stack_factor`, ``--fit-stack``): the mean over its sources of each source's mean
+squared log error, each source one vote. Every error this module reports for such a stack is
+source-left-out: a case is predicted with the factor fitted on the stack's *other* sources
+(1 where there is none), never with the shipped value its own source helped set
+(:func:`left_out`). Today only deepspeed ships one (its two pipeline-engine sources:
+validation/analysis.md).
+
+The second half of the report asks the same question of every stack: each source predicted
+with a per-stack factor on the whole step (the geometric mean of measured / predicted over
+the stack's *other* sources; 1 where the stack has no other source). A profile ships a factor
+only where this beats the unfitted error and the stack's runs cover what the factor applies
+to: deepspeed's applies to pipelined runs of its pipeline engine only, not to its ZeRO-3
+path, about which no run says anything.
 
     python -m simulator.validation.stacks [--folder DIR] [--out reports/stacks_validation.md]
+    python -m simulator.validation.stacks --fit-stack deepspeed
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 import statistics
 import sys
@@ -28,6 +37,7 @@ from pathlib import Path
 
 import yaml
 
+from ..config.stacks import load_stack
 from ..errors import ConfigError
 from ..io import atomic_write_text
 from .cases import Case, load_cases
@@ -67,17 +77,104 @@ def _seq(case: Case) -> int:
     return int(over.get("model.seq_length", case.spec["workload"]["model"]["seq_length"]))
 
 
+FACTOR_KEY = "efficiency.pipeline_engine"
+FACTOR_BOUNDS = (1.0, 1.6)  # the search interval of a fitted factor (a slower runtime)
+
+
+def shipped_factor(stack: str) -> float | None:
+    """The stack profile's fitted ``efficiency.pipeline_engine``; None where it ships none."""
+    return load_stack(stack).efficiency.get("pipeline_engine")
+
+
+def with_factor(case: Case, value: float) -> Case:
+    """``case`` with its stack's ``efficiency.pipeline_engine`` set to ``value`` (its other
+    ``stack_settings`` kept)."""
+    spec = copy.deepcopy(case.spec)
+    work = spec["workload"]
+    settings = dict((work.get("training", {}) if isinstance(work, dict) else {})
+                    .get("stack_settings") or {})
+    settings.update(spec["overrides"].get("training.stack_settings") or {})
+    settings[FACTOR_KEY] = value
+    spec["overrides"]["training.stack_settings"] = settings
+    return Case(**{**case.__dict__, "spec": spec})
+
+
+def _by_source(cases: list[Case], folder: Path) -> dict[str, list[Case]]:
+    meta = group_meta(folder)
+    out: dict[str, list[Case]] = defaultdict(list)
+    for c in cases:
+        out[meta[c.group]["source_id"]].append(c)
+    return out
+
+
+def fit_stack_factor(cases: list[Case], folder: Path = FOLDER) -> tuple[float, float]:
+    """The ``efficiency.pipeline_engine`` value minimising the mean over sources of each
+    source's mean squared log error over ``cases`` (each source one vote), and that
+    objective: golden-section search over :data:`FACTOR_BOUNDS` to 0.001 (the step is
+    linear in the factor, so the objective has one minimum). Returns (1.0, objective at 1)
+    for no cases."""
+    from .predict import predict_step_time
+    groups = list(_by_source(cases, folder).values())
+
+    def objective(f: float) -> float:
+        return statistics.fmean(statistics.fmean(
+            math.log(predict_step_time(with_factor(c, f)) / c.measured) ** 2 for c in g)
+            for g in groups) if groups else 0.0
+
+    if not groups:
+        return 1.0, 0.0
+    lo, hi = FACTOR_BOUNDS
+    ratio = (math.sqrt(5.0) - 1.0) / 2.0
+    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    fa, fb = objective(a), objective(b)
+    while hi - lo > 1e-3:
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - ratio * (hi - lo)
+            fa = objective(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + ratio * (hi - lo)
+            fb = objective(b)
+    best = round((lo + hi) / 2.0, 3)
+    return best, objective(best)
+
+
+def left_out(cases: list[Case], folder: Path = FOLDER) -> dict[str, tuple[Case, float]]:
+    """Case id -> (the case as its source is judged, the factor it carries) for every case of
+    a stack that ships a fitted factor: the factor refitted on the stack's other sources (1
+    without any). Cases of other stacks are not in the result."""
+    meta = group_meta(folder)
+    out: dict[str, tuple[Case, float]] = {}
+    by_stack: dict[str, list[Case]] = defaultdict(list)
+    for c in cases:
+        if shipped_factor(meta[c.group]["stack"]) is not None:
+            by_stack[meta[c.group]["stack"]].append(c)
+    for members in by_stack.values():
+        for source, own in _by_source(members, folder).items():
+            train = [c for c in members if meta[c.group]["source_id"] != source]
+            factor = fit_stack_factor(train, folder)[0]
+            out.update({c.id: (with_factor(c, factor), factor) for c in own})
+    return out
+
+
 def predict_all(folder: Path = FOLDER) -> list[dict]:
     """One record per case: id, group, stack, source, GPU, band, measured, predicted (s),
     the plan searched for where the group asks for the best one (``best_of``), and where
     the group lists the values its stated unknowns could have had (``plausible``), the
     error at each (``plausible``: label -> error) and the range they span with the stated
     assumption (``low``, ``high``)."""
-    from .predict import best_plan
+    from .predict import best_plan, predict_step_time
     meta = group_meta(folder)
     out = []
-    for c in load_cases(folder):
+    cases = load_cases(folder)
+    judged = left_out(cases, folder)
+    for c in cases:
         m = meta[c.group]
+        shipped = None
+        if c.id in judged:  # a fitted stack factor: judged on the one its source did not set
+            shipped = predict_step_time(c)
+            c, factor = judged[c.id]
         pred, plan = best_plan(c)
         rec = {"id": c.id, "group": c.group, "stack": m["stack"], "release": m["release"],
                "source": m["source_id"],
@@ -85,6 +182,10 @@ def predict_all(folder: Path = FOLDER) -> list[dict]:
                "gpu": c.topology + ("*" if c.topology_overrides else ""), "band": band(_seq(c)),
                "measured": c.measured, "predicted": pred, "plan": plan,
                "error": pred / c.measured - 1.0}
+        if shipped is not None:
+            rec.update({"factor": factor, "shipped": shipped,
+                        "shipped_error": shipped / c.measured - 1.0,
+                        "raw": predict_step_time(with_factor(c, 1.0))})
         rec.update(spread(c, pred) or {})
         out.append(rec)
     return out
@@ -131,6 +232,9 @@ def crossvalidate(records: list[dict], folder: Path = FOLDER) -> list[dict]:
     for source in sorted({r["source"] for r in records}):
         train = [r for r in records if r["source"] != source]
         for r in (r for r in records if r["source"] == source):
+            if "factor" in r:  # its stack's own fitted factor, already left out (left_out)
+                out.append({**r, "cv_predicted": r["predicted"], "cv_error": r["error"]})
+                continue
             r = {**r, "predicted": unfit.get(r["id"], r["predicted"])}
             logs = [math.log(t["measured"] / t["predicted"]) for t in train
                     if t["stack"] == r["stack"]]
@@ -162,11 +266,34 @@ def _table(title: str, rows: list[tuple]) -> list[str]:
     return [*lines, ""]
 
 
+def _factor_table(records: list[dict]) -> list[str]:
+    """Markdown: each case of a stack with a fitted factor, predicted without it, with the
+    shipped value (in-sample) and with its source left out (the error reported)."""
+    rows = [r for r in records if "factor" in r]
+    if not rows:
+        return []
+    stacks = sorted({r["stack"] for r in rows})
+    lines = ["## Stack factors fitted on these runs", "",
+             "A profile's `efficiency.pipeline_engine` scales every forward and backward phase "
+             "of its pipelined runs (`python -m simulator.validation.stacks --fit-stack "
+             "NAME`, each source one vote). Shipped: " + ", ".join(
+                 f"{s} {shipped_factor(s):.3f}" for s in stacks) + ". The in-sample column is "
+             "not an accuracy; the tables above use the left-out one.", "",
+             "| case | without the factor | shipped factor (in-sample) | factor without its "
+             "source | error, source left out |", "| --- | ---: | ---: | ---: | ---: |"]
+    lines += [f"| {r['id']} | {100 * (r['raw'] / r['measured'] - 1):+.1f} % | "
+              f"{100 * r['shipped_error']:+.1f} % | {r['factor']:.3f} | "
+              f"{100 * r['error']:+.1f} % |" for r in rows]
+    return [*lines, ""]
+
+
 def report(records: list[dict], cv: list[dict]) -> str:
     """Markdown: every case, then error per stack / band / GPU, in-sample and source-out."""
     lines = ["# Validation beyond one stack", "",
              "Generated by `python -m simulator.validation.stacks` from "
-             "`validation/stacks/*.yaml`; no constant is fitted on these cases.", "",
+             "`validation/stacks/*.yaml`. No topology constant is fitted on these cases; a "
+             "stack's fitted factor is, and every error of that stack below is its source's "
+             "left-out one (\"Stack factors fitted on these runs\").", "",
              "| case | stack | release | GPU | band | measured s | predicted s | error | "
              "best plan searched |",
              "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- |"]
@@ -178,12 +305,14 @@ def report(records: list[dict], cv: list[dict]) -> str:
                   "shipped topology (`topology_overrides`, with the evidence beside them: "
                   "docs/architecture.md, item 13)."]
     lines.append("")
+    lines += _factor_table(records)
     for key in ("stack", "band", "gpu"):
         lines += _table(f"By {key}", summary(records, key))
     lines += render_unknowns([(r["id"], r["error"], r) for r in records if "plausible" in r])
     lines += ["## Whole sources left out, with a per-stack factor", "",
-              "No constant is fitted on these sources, so the tables above are already "
-              "their source-left-out errors. Below, each source is predicted with a "
+              "No topology constant is fitted on these sources, and a stack's fitted factor "
+              "is judged with its source left out, so the tables above are already their "
+              "source-left-out errors. Below, each source is predicted with a "
               "per-stack factor fitted on the stack's *other* sources (the geometric mean "
               "of measured / predicted): the check that decides whether a stack profile "
               "ships an `efficiency` factor (only where it beats the unfitted error and the "
@@ -201,7 +330,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fit", nargs=2, metavar=("SOURCE", "KEY"), default=None,
                     help="grid-fit topology constant KEY (e.g. gpu.attention_efficiency) on "
                          "SOURCE's cases over 0.20-0.70 and print it")
+    ap.add_argument("--fit-stack", metavar="STACK", default=None,
+                    help="fit STACK's efficiency.pipeline_engine on all its runs here (each "
+                         "source one vote) and print it: how the shipped value was set")
     args = ap.parse_args(argv)
+    if args.fit_stack:
+        meta = group_meta(args.folder)
+        cases = [c for c in load_cases(args.folder) if meta[c.group]["stack"] == args.fit_stack]
+        if not cases:
+            print(f"stacks: error: no run of stack {args.fit_stack!r} in {args.folder}",
+                  file=sys.stderr)
+            return 2
+        value, err = fit_stack_factor(cases, args.folder)
+        print(f"{args.fit_stack} {FACTOR_KEY} = {value} over {len(cases)} runs of "
+              f"{len(_by_source(cases, args.folder))} sources (objective {err:.5f})")
+        return 0
     if args.fit:
         grid = [round(0.20 + 0.01 * i, 2) for i in range(51)]
         value, err = fit_constant(args.folder, args.fit[0], args.fit[1], grid)

@@ -117,12 +117,18 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
         add_moe_parts(bld.moe, pending, (fwd, bwd, wgrad, fwd_ep, bwd_ep),
                       None if bound_only else totals, ep_totals,
                       None if ops or bound_only else phases)
+    engine = scale_pipeline_phases(w, (fwd, bwd, wgrad, fwd_ep, bwd_ep),
+                                   None if bound_only else totals)
     fsdp_totals: list[dict[str, float]] = [{} for _ in range(P)]
     fsdp = add_fsdp_traffic(w, topo, bld.shape, bld.groups, fwd, bwd,
                             None if bound_only else totals, fsdp_totals)
     add_blocking_sends(w, topo, bld.shape, bld.groups, fwd, bwd, None if bound_only else totals)
     params = list(bld.shape.params)
     notes = [bld.part.note] if "even split" not in bld.part.note else []
+    if engine != 1.0:
+        notes.append(f"pipeline runtime: every forward and backward phase x{engine:.3f}, the "
+                     f"{w.training.stack} profile's efficiency.pipeline_engine (fitted on its "
+                     f"published pipelined runs; counted as compute)")
     imbalance = {}
     if bld.ctx.attention is not None:
         imbalance["cp"] = bld.ctx.attention(None, False).imbalance
@@ -142,6 +148,32 @@ def build_plan(w: Workload, topo: Topology, bound_only: bool = False, ops: bool 
                 moe=bld.moe, shape=bld.shape,
                 ep_breakdown=ep_totals if bld.moe is not None else [], fsdp_exposed=fsdp,
                 fsdp_breakdown=fsdp_totals if fsdp is not None else [])
+
+
+def scale_pipeline_phases(w: Workload, tables: tuple[np.ndarray, ...],
+                          totals: list[dict[str, float]] | None) -> float:
+    """Scale the phase tables of a pipelined run (in place) by its stack's fitted
+    ``efficiency.pipeline_engine`` and add the seconds this adds to each stage's
+    ``totals["compute"]``; returns the factor (1.0: nothing done).
+
+    The factor is empirical: the stack's pipeline runtime measured slower per phase than the
+    simulator's kernels on the same layers, for a reason the model does not itself
+    represent (stacks/*.yaml ``efficiency``, each value with the runs it was fitted on and
+    the command that fits it, ``python -m simulator.validation.stacks --fit-stack``). It
+    applies to the whole phase (kernels and the TP / CP / EP time inside it), before the
+    FSDP traffic and the blocking pipeline transfers, which are costed apart. Seconds.
+    """
+    factor = run_stack(w.training).efficiency.get("pipeline_engine", 1.0) \
+        if w.parallelism.pipeline > 1 else 1.0
+    if factor == 1.0:
+        return 1.0
+    fwd, bwd = tables[:2]  # a backward's seconds include its weight-gradient part
+    if totals is not None:
+        for s, tot in enumerate(totals):
+            tot["compute"] += (factor - 1.0) * float(fwd[s].sum() + bwd[s].sum())
+    for table in tables:
+        table *= factor
+    return factor
 
 
 def _moe_imbalance(moe: MoECost) -> dict[str, float]:
