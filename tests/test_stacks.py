@@ -434,7 +434,7 @@ def test_deepspeed_pipeline_engine_factor_scales_pipelined_phases_only():
     flat = dict(FSDP, **{"training.stack": "deepspeed"})
     assert run(flat)[0].step_time_s == run(flat, 1.0)[0].step_time_s
     # the range a fitted factor may take, named in the error
-    with pytest.raises(ConfigError, match="efficiency.pipeline_engine"):
+    with pytest.raises(ConfigError, match=r"efficiency\.pipeline_engine"):
         run(plan, 3.0)
 
 
