@@ -438,6 +438,43 @@ def test_deepspeed_pipeline_engine_factor_scales_pipelined_phases_only():
         run(plan, 3.0)
 
 
+def test_deepspeed_runs_only_its_train_schedule(capsys):
+    """stacks/deepspeed.yaml pipeline.schedules: its engine runs 1F1B (TrainSchedule) only; a
+    plan with another schedule is an error naming the field, and the search tries 1F1B only."""
+    from simulator.sweep.search import search_plans
+    assert load_stack("deepspeed").pipeline_schedules == ("1f1b",)
+    assert load_stack("megatron").pipeline_schedules is None
+    inter = {"training.stack": "deepspeed", "parallelism.pipeline": 4,
+             "parallelism.virtual_pipeline": 2, "parallelism.pipeline_schedule": "interleaved",
+             "parallelism.data": 2}
+    with pytest.raises(ConfigError, match="pipeline_schedule") as err:
+        resolve("llama3-8b", "dgx-h100", inter)
+    assert "1f1b" in str(err.value) and "deepspeed" in str(err.value)
+    # the same plan on Megatron's stack, and on DeepSpeed's where a run states a runtime that
+    # has interleaving (training.stack_settings)
+    resolve("llama3-8b", "dgx-h100", dict(inter, **{"training.stack": "megatron"}))
+    resolve("llama3-8b", "dgx-h100", dict(inter, **{"training.stack_settings": {
+        "pipeline.schedules": ["1f1b", "interleaved"]}}))
+    with pytest.raises(ConfigError, match=r"stack_settings\.pipeline\.schedules"):
+        resolve("llama3-8b", "dgx-h100", dict(inter, **{"training.stack_settings": {
+            "pipeline.schedules": ["round_robin"]}}))
+    # from the command line: one line, exit 2
+    argv = ["run", "llama3-8b", "-t", "dgx-h100"] + [
+        a for k, v in inter.items() for a in ("--set", f"{k}={v}")]
+    assert main(argv) == 2
+    assert "pipeline.schedules" in capsys.readouterr().err
+    # the search: only 1F1B by default; interleaving asked for is refused by name
+    found = search_plans("llama3-70b", "dgx-a100", 64, 50,
+                         overrides={"training.stack": "deepspeed"})
+    assert found.schedules == ("1f1b",)
+    pipelined = found.plans[found.plans["pp"] > 1]
+    assert len(pipelined) and set(pipelined["schedule"]) == {"1f1b"}
+    assert set(found.plans["vp"]) == {1}
+    with pytest.raises(ConfigError, match="--schedules"):
+        search_plans("llama3-8b", "dgx-h100", 32, 5, overrides={"training.stack": "deepspeed"},
+                     schedules="interleaved")
+
+
 def test_a_run_sets_its_own_profile_values():
     """training.stack_settings: the recipe's values win over the profile and its release;
     keys and types are checked and errors name the run's field."""

@@ -21,7 +21,9 @@ were fitted on). Every value carries a ``source`` (document, file or commit). Se
   (DeepSpeed's engine and TrainSchedule) or beside the next phase (Megatron-Core;
   :mod:`simulator.workload.blocking_p2p`), and ``lockstep``, whether each time slot's
   transfers are waited for before the next slot (PyTorch's multi-stage runtime up to v2.9;
-  :mod:`simulator.engine.lockstep`);
+  :mod:`simulator.engine.lockstep`), and ``schedules``, the pipeline schedules its runtime
+  runs (unset: any the simulator has; a plan with another is a ConfigError naming
+  ``parallelism.pipeline_schedule``, and ``search`` / ``capacity`` try only these);
 * ``moe``: ``probs_in_activation``, whether the routing probabilities scale the experts'
   activation output (Megatron-Core 0.13+) rather than the expert outputs in the combine, which
   must then keep those outputs for the probabilities' gradient (unset: they are kept;
@@ -121,6 +123,8 @@ class Stack:
     # each pipeline time slot's transfers are waited for before the next slot (PyTorch's
     # PipelineScheduleMulti runtime up to v2.9; simulator/engine/lockstep.py)
     pipeline_lockstep: bool = False
+    # the pipeline schedules the stack's runtime runs (simulator.schedules names); None: any
+    pipeline_schedules: tuple[str, ...] | None = None
     # MoE: routing probabilities scale the experts' activation output (so the combine keeps no
     # expert output for their gradient) instead of the expert output in the combine
     moe_probs_in_activation: bool = False
@@ -169,7 +173,7 @@ KEYS: dict[str, dict[str, str]] = {
             "grad_bytes": "number", "weight_bytes": "number", "output_layer_fp8": "bool",
             "backward_transpose_bytes": "number", "weight_per_microbatch": "bool",
             "backward_rescale_bytes": "number"},
-    "pipeline": {"blocking_p2p": "bool", "lockstep": "bool"},
+    "pipeline": {"blocking_p2p": "bool", "lockstep": "bool", "schedules": "schedules"},
     "moe": {"probs_in_activation": "bool"},
     "recompute": {"selective_modules": "modules"},
     "peft": {"lora_dropout_position": "name"},
@@ -190,6 +194,17 @@ def _modules_ok(value: Any) -> bool:
     return (isinstance(value, (list, tuple)) and len(value) > 0
             and all(isinstance(m, str) and m in MODULES for m in value)
             and ("op_sac" not in value or len(value) == 1))
+
+
+def _schedules_ok(value: Any) -> bool:
+    """Whether ``value`` is a non-empty list of schedule names (that each is one the simulator
+    runs is checked with the plan, one layer up: :mod:`simulator.shape.validate`)."""
+    return (isinstance(value, (list, tuple)) and len(value) > 0
+            and all(isinstance(v, str) and v for v in value))
+
+
+def _schedules_allowed() -> str:
+    return "a non-empty list of pipeline schedule names (parallelism.pipeline_schedule values)"
 
 
 def _check_sources(name: str, doc: dict) -> None:
@@ -266,6 +281,10 @@ def parse(name: str, doc: dict) -> Stack:
     if not _modules_ok(selective):
         raise ConfigError(f"stacks/{name}.yaml recompute.selective_modules", selective,
                           f"must be {_MODULES_ALLOWED}")
+    schedules = _value(doc, "pipeline", "schedules", None)
+    if schedules is not None and not _schedules_ok(schedules):
+        raise ConfigError(f"stacks/{name}.yaml pipeline.schedules", schedules,
+                          f"must be {_schedules_allowed()}")
     position = _value(doc, "peft", "lora_dropout_position", "pre")
     if position not in ("pre", "post"):
         raise ConfigError(f"stacks/{name}.yaml peft.lora_dropout_position", position,
@@ -298,6 +317,7 @@ def parse(name: str, doc: dict) -> Stack:
         cp_merge_overlapped=bool(_value(doc, "context_parallel", "merge_overlapped", False)),
         blocking_p2p=bool(_value(doc, "pipeline", "blocking_p2p", False)),
         pipeline_lockstep=bool(_value(doc, "pipeline", "lockstep", False)),
+        pipeline_schedules=None if schedules is None else tuple(schedules),
         moe_probs_in_activation=bool(_value(doc, "moe", "probs_in_activation", False)),
         selective_modules=tuple(selective), lora_dropout_position=position,
         efficiency=_efficiency(name, doc))
@@ -394,7 +414,7 @@ def _check_setting(dotted: str, value: Any) -> None:
           "names": isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str)
                                                    for k, v in value.items()),
           "factors": isinstance(value, dict) and all(number(v) for v in value.values()),
-          "modules": _modules_ok(value)}[kind]
+          "modules": _modules_ok(value), "schedules": _schedules_ok(value)}[kind]
     if not ok:
         allowed = {"bool": "true or false", "number": f"a number from 0 to {MAX_SETTING:g}",
                    "count": f"a whole number from 0 to {MAX_COUNT}",
@@ -402,7 +422,7 @@ def _check_setting(dotted: str, value: Any) -> None:
                    "names": "a mapping of names to names",
                    "factors": f"a mapping of op name to a number from 0 to "
                               f"{MAX_SETTING:g}",
-                   "modules": _MODULES_ALLOWED}[kind]
+                   "modules": _MODULES_ALLOWED, "schedules": _schedules_allowed()}[kind]
         raise ConfigError(field, value, f"must be {allowed}")
 
 

@@ -8,6 +8,8 @@ the layout live here, one layer up, because only ``shape`` knows it:
   (:meth:`simulator.schedules.Schedule.check`: interleaving needs ``m % p == 0``,
   DualPipe an even ``p`` and ``m >= 2p``, ...);
 * the layer split of :func:`.partition.partition_layers` is valid;
+* a pipelined plan's schedule is one its stack's runtime runs (stacks/*.yaml
+  ``pipeline.schedules``: DeepSpeed's engine runs only its 1F1B ``TrainSchedule``);
 * LoRA (``training.peft``) is asked only of what it is costed for
   (:func:`.lora.problem`: dense, standard attention, 16-bit);
 * parameters per GPU stay below :data:`MAX_PARAMS_PER_GPU` (a plan over it
@@ -19,11 +21,12 @@ Every caller that validates a plan (``resolve``, the sweep, the search) calls
 
 from __future__ import annotations
 
+from ..config.stacks import run_stack
 from ..config.topology import TopologyConfig
 from ..config.validate import check_config
 from ..config.workload import Workload
 from ..errors import ConfigError
-from ..schedules import schedule_of
+from ..schedules import SCHEDULES, schedule_of
 from .lora import problem as lora_problem
 from .params import stage_params
 from .partition import partition_layers
@@ -39,8 +42,26 @@ def check_plan(w: Workload, topo: TopologyConfig) -> None:
         field, why = bad
         raise ConfigError(field, getattr(w.training, field.split(".")[-1]), why)
     par = w.parallelism
+    _check_stack_schedule(w)
     schedule_of(par).check(par.pipeline, w.num_microbatches, par.vp)
     _check_params(w)
+
+
+def _check_stack_schedule(w: Workload) -> None:
+    """A pipelined plan's schedule is one its stack's runtime runs (``pipeline.schedules``)."""
+    par = w.parallelism
+    runs = run_stack(w.training).pipeline_schedules
+    unknown = [n for n in runs or () if n not in SCHEDULES]
+    if unknown:
+        own = "pipeline.schedules" in (getattr(w.training, "stack_settings", None) or {})
+        raise ConfigError("training.stack_settings.pipeline.schedules" if own else
+                          f"stacks/{w.training.stack}.yaml pipeline.schedules", list(runs),
+                          f"names from {', '.join(sorted(SCHEDULES))}")
+    if par.pipeline > 1 and runs is not None and par.pipeline_schedule not in runs:
+        raise ConfigError("parallelism.pipeline_schedule", par.pipeline_schedule,
+                          f"{' or '.join(runs)}: stack {w.training.stack}'s pipeline "
+                          f"runtime runs no other (stacks/{w.training.stack}.yaml "
+                          f"pipeline.schedules)")
 
 
 def _check_params(w: Workload) -> None:

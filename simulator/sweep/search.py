@@ -27,7 +27,8 @@ Cheapest filters first; each step's toll is counted in ``SearchResult.counts``:
 All plans share the global batch and sequence length, so ranking by tokens/s
 is ranking by step time, across schedules too; ties keep generation order.
 ``schedules`` picks the pipeline schedules (:func:`.candidates.schedule_names`:
-default Megatron's 1F1B / interleaved, ``"all"`` every registered one). Two naive baselines are
+default Megatron's 1F1B / interleaved, ``"all"`` every registered one), of them those the
+workload's stack runs where its profile says (:func:`stack_schedules`). Two naive baselines are
 always simulated when they fit: pure DP (TP1 PP1, MBS 1) and pure TP (the
 largest TP the NVLink domain and the model allow, PP1, MBS 1), each with the
 lightest recompute that fits.
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import TopologyConfig, Workload, load_topology
 from ..config.loader import apply_overrides, validate_model
+from ..config.stacks import run_stack
 from ..errors import ConfigError
 from ..hardware import usable_hbm_bytes
 from ..shape.validate import check_plan
@@ -245,6 +247,23 @@ def _reason(shape: Shape, base: dict, t: TopologyConfig) -> str:
     return "not simulated"
 
 
+def stack_schedules(w: Workload, names: tuple[str, ...], default: bool) -> tuple[str, ...]:
+    """Of ``names``, the schedules the workload's stack runs (stacks/*.yaml
+    ``pipeline.schedules``; all where it does not say). Asked for (not the ``default``),
+    none of them is a ConfigError naming ``--schedules``; by default, the stack's own."""
+    runs = run_stack(w.training).pipeline_schedules
+    if runs is None:
+        return names
+    kept = tuple(n for n in names if n in runs)
+    if kept:
+        return kept
+    if default:
+        return tuple(runs)
+    raise ConfigError("--schedules", ",".join(names),
+                      f"{' or '.join(runs)}: stack {w.training.stack}'s pipeline runtime runs "
+                      f"no other (stacks/{w.training.stack}.yaml pipeline.schedules)")
+
+
 def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
                  overrides: dict | None = None, topology_overrides: dict | None = None,
                  micro_batch_sizes: tuple[int, ...] = (1, 2, 4, 8), max_context: int = 16,
@@ -269,7 +288,7 @@ def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
             raise ConfigError(name, value, "must be an integer >= 1")
     if gpus < 1 or gpus > t.max_gpus:
         raise ConfigError("--gpus", gpus, f"must be between 1 and the topology's {t.max_gpus}")
-    names = schedule_names(schedules)
+    names = stack_schedules(w, schedule_names(schedules), schedules is None)
     layouts = sharding_names(sharding)
     found = shapes(w, t, gpus, tuple(micro_batch_sizes), max_context, names, layouts,
                    sp_only)
