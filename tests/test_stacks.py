@@ -475,6 +475,33 @@ def test_deepspeed_runs_only_its_train_schedule(capsys):
                      schedules="interleaved")
 
 
+def test_deepspeed_context_parallelism_is_ulysses(capsys):
+    """stacks/deepspeed.yaml context_parallel.algorithms: DeepSpeed's sequence parallelism is
+    Ulysses; a ring plan is an error naming the field, and the search's CP plans run Ulysses."""
+    from simulator.sweep.search import search_plans
+    assert load_stack("deepspeed").cp_algorithms == ("ulysses",)
+    assert load_stack("megatron").cp_algorithms is None
+    ring = {"training.stack": "deepspeed", "parallelism.context": 2, "parallelism.data": 4}
+    with pytest.raises(ConfigError, match="context_parallel_algo") as err:
+        resolve("llama3-8b", "dgx-h100", ring)
+    assert "ulysses" in str(err.value)
+    w = resolve("llama3-8b", "dgx-h100", dict(ring, **{
+        "parallelism.context_parallel_algo": "ulysses"}))[0]
+    assert w.parallelism.context == 2
+    resolve("llama3-8b", "dgx-h100", dict(ring, **{"training.stack": "megatron"}))
+    assert main(["run", "llama3-8b", "-t", "dgx-h100"] + [
+        a for k, v in ring.items() for a in ("--set", f"{k}={v}")]) == 2
+    assert "context_parallel.algorithms" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"stack_settings\.context_parallel\.algorithms"):
+        resolve("llama3-8b", "dgx-h100", dict(ring, **{"training.stack_settings": {
+            "context_parallel.algorithms": ["star"]}}))
+    # the search gives its CP candidates Ulysses, and says so in its overrides
+    found = search_plans("llama3-70b", "dgx-a100", 64, 50,
+                         overrides={"training.stack": "deepspeed"})
+    assert found.overrides["parallelism.context_parallel_algo"] == "ulysses"
+    assert (found.plans["cp"] > 1).any()
+
+
 def test_a_run_sets_its_own_profile_values():
     """training.stack_settings: the recipe's values win over the profile and its release;
     keys and types are checked and errors name the run's field."""

@@ -9,7 +9,10 @@ were fitted on). Every value carries a ``source`` (document, file or commit). Se
   Transformer Engine value; ``fa2``, ``fa3``, ``cudnn``: kernel-benchmark curves in
   :mod:`simulator.compute.attention`), optionally per release;
 * ``context_parallel``: whether the ring's softmax merges run beside the next step's
-  kernel (Transformer Engine's alternating streams) or after it;
+  kernel (Transformer Engine's alternating streams) or after it (``merge_overlapped``), and
+  ``algorithms``, the context-parallel algorithms the stack has (unset: any; a plan with
+  another is a ConfigError naming ``parallelism.context_parallel_algo``, and ``search`` /
+  ``capacity`` give their CP candidates the stack's first);
 * ``fsdp``: the sharded-data-parallel implementation and its overlap rules (prefetch depth,
   reshard after forward, reduction dtype, copy kernels; :mod:`simulator.workload.fsdp`);
 * ``launch``: whether elementwise ops are fused (TE / Apex kernels, ``torch.compile``) or
@@ -63,6 +66,7 @@ from __future__ import annotations
 
 import copy
 import json
+import typing
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -73,6 +77,7 @@ from ..errors import ConfigError
 from ..precision import RECIPES, STACK_RECIPES
 from .loader import shipped_dirs, shipped_names
 from .recompute import DEFAULT_MODULES, MODULES
+from .workload import ParallelConfig
 
 DEFAULT = "megatron"
 FAMILIES = ("te", "fa2", "fa3", "cudnn")
@@ -119,6 +124,9 @@ class Stack:
     # run's precision, as the GPU constants were fitted (workload/ops.py output_forward)
     fp8_output_layer: bool | None = None
     cp_merge_overlapped: bool = False  # ring merges hidden beside the next step's kernel
+    # the context-parallel algorithms the stack has (parallelism.context_parallel_algo
+    # values); None: any
+    cp_algorithms: tuple[str, ...] | None = None
     blocking_p2p: bool = False  # pipeline transfers hold the compute stream (rendezvous)
     # each pipeline time slot's transfers are waited for before the next slot (PyTorch's
     # PipelineScheduleMulti runtime up to v2.9; simulator/engine/lockstep.py)
@@ -162,7 +170,7 @@ def _value(doc: dict, section: str, key: str, default: Any) -> Any:
 # 0..MAX_SETTING}); tests/test_stacks.py holds every shipped profile to it.
 KEYS: dict[str, dict[str, str]] = {
     "attention": {"family": "name", "by_release": "names"},
-    "context_parallel": {"merge_overlapped": "bool"},
+    "context_parallel": {"merge_overlapped": "bool", "algorithms": "algorithms"},
     "fsdp": {"implementation": "name", "prefetch_depth": "count",
              "reshard_after_forward": "bool", "reduce_dtype": "name",
              "copy_bytes_per_param": "number", "reduce_copy_bytes_per_param": "number",
@@ -205,6 +213,16 @@ def _schedules_ok(value: Any) -> bool:
 
 def _schedules_allowed() -> str:
     return "a non-empty list of pipeline schedule names (parallelism.pipeline_schedule values)"
+
+
+CP_ALGORITHMS = typing.get_args(ParallelConfig.model_fields["context_parallel_algo"].annotation)
+_ALGORITHMS_ALLOWED = f"a non-empty list from {', '.join(CP_ALGORITHMS)}"
+
+
+def _algorithms_ok(value: Any) -> bool:
+    """Whether ``value`` is a non-empty list of context-parallel algorithms."""
+    return (isinstance(value, (list, tuple)) and len(value) > 0
+            and all(v in CP_ALGORITHMS for v in value))
 
 
 def _check_sources(name: str, doc: dict) -> None:
@@ -285,6 +303,10 @@ def parse(name: str, doc: dict) -> Stack:
     if schedules is not None and not _schedules_ok(schedules):
         raise ConfigError(f"stacks/{name}.yaml pipeline.schedules", schedules,
                           f"must be {_schedules_allowed()}")
+    algorithms = _value(doc, "context_parallel", "algorithms", None)
+    if algorithms is not None and not _algorithms_ok(algorithms):
+        raise ConfigError(f"stacks/{name}.yaml context_parallel.algorithms", algorithms,
+                          f"must be {_ALGORITHMS_ALLOWED}")
     position = _value(doc, "peft", "lora_dropout_position", "pre")
     if position not in ("pre", "post"):
         raise ConfigError(f"stacks/{name}.yaml peft.lora_dropout_position", position,
@@ -315,6 +337,7 @@ def parse(name: str, doc: dict) -> Stack:
         fp8_output_layer=_optional_bool(name, "fp8", "output_layer_fp8",
                                         _value(doc, "fp8", "output_layer_fp8", None)),
         cp_merge_overlapped=bool(_value(doc, "context_parallel", "merge_overlapped", False)),
+        cp_algorithms=None if algorithms is None else tuple(algorithms),
         blocking_p2p=bool(_value(doc, "pipeline", "blocking_p2p", False)),
         pipeline_lockstep=bool(_value(doc, "pipeline", "lockstep", False)),
         pipeline_schedules=None if schedules is None else tuple(schedules),
@@ -414,7 +437,8 @@ def _check_setting(dotted: str, value: Any) -> None:
           "names": isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str)
                                                    for k, v in value.items()),
           "factors": isinstance(value, dict) and all(number(v) for v in value.values()),
-          "modules": _modules_ok(value), "schedules": _schedules_ok(value)}[kind]
+          "modules": _modules_ok(value), "schedules": _schedules_ok(value),
+          "algorithms": _algorithms_ok(value)}[kind]
     if not ok:
         allowed = {"bool": "true or false", "number": f"a number from 0 to {MAX_SETTING:g}",
                    "count": f"a whole number from 0 to {MAX_COUNT}",
@@ -422,7 +446,8 @@ def _check_setting(dotted: str, value: Any) -> None:
                    "names": "a mapping of names to names",
                    "factors": f"a mapping of op name to a number from 0 to "
                               f"{MAX_SETTING:g}",
-                   "modules": _MODULES_ALLOWED, "schedules": _schedules_allowed()}[kind]
+                   "modules": _MODULES_ALLOWED, "schedules": _schedules_allowed(),
+                   "algorithms": _ALGORITHMS_ALLOWED}[kind]
         raise ConfigError(field, value, f"must be {allowed}")
 
 

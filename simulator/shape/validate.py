@@ -10,6 +10,8 @@ the layout live here, one layer up, because only ``shape`` knows it:
 * the layer split of :func:`.partition.partition_layers` is valid;
 * a pipelined plan's schedule is one its stack's runtime runs (stacks/*.yaml
   ``pipeline.schedules``: DeepSpeed's engine runs only its 1F1B ``TrainSchedule``);
+* a context-parallel plan's algorithm is one its stack has (``context_parallel.algorithms``:
+  DeepSpeed's sequence parallelism is Ulysses);
 * LoRA (``training.peft``) is asked only of what it is costed for
   (:func:`.lora.problem`: dense, standard attention, 16-bit);
 * parameters per GPU stay below :data:`MAX_PARAMS_PER_GPU` (a plan over it
@@ -43,6 +45,7 @@ def check_plan(w: Workload, topo: TopologyConfig) -> None:
         raise ConfigError(field, getattr(w.training, field.split(".")[-1]), why)
     par = w.parallelism
     _check_stack_schedule(w)
+    _check_stack_context(w)
     schedule_of(par).check(par.pipeline, w.num_microbatches, par.vp)
     _check_params(w)
 
@@ -62,6 +65,17 @@ def _check_stack_schedule(w: Workload) -> None:
                           f"{' or '.join(runs)}: stack {w.training.stack}'s pipeline "
                           f"runtime runs no other (stacks/{w.training.stack}.yaml "
                           f"pipeline.schedules)")
+
+
+def _check_stack_context(w: Workload) -> None:
+    """A context-parallel plan's algorithm is one its stack has (``context_parallel.algorithms``)."""
+    par = w.parallelism
+    has = run_stack(w.training).cp_algorithms
+    if par.context > 1 and has is not None and par.context_parallel_algo not in has:
+        raise ConfigError("parallelism.context_parallel_algo", par.context_parallel_algo,
+                          f"{' or '.join(has)} under context parallelism: stack "
+                          f"{w.training.stack} has no other (stacks/{w.training.stack}.yaml "
+                          f"context_parallel.algorithms)")
 
 
 def _check_params(w: Workload) -> None:

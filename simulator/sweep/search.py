@@ -264,6 +264,18 @@ def stack_schedules(w: Workload, names: tuple[str, ...], default: bool) -> tuple
                       f"no other (stacks/{w.training.stack}.yaml pipeline.schedules)")
 
 
+def stack_context_algo(w: Workload, given: dict) -> str | None:
+    """The context-parallel algorithm the search's CP candidates must run where the
+    workload's stack lacks the one it names by default (stacks/*.yaml
+    ``context_parallel.algorithms``: the stack's first); None where it has it, or where the
+    run sets one itself (its CP candidates are then refused by :func:`check_plan`)."""
+    has = run_stack(w.training).cp_algorithms
+    if has is None or w.parallelism.context_parallel_algo in has \
+            or "parallelism.context_parallel_algo" in given:
+        return None
+    return has[0]
+
+
 def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
                  overrides: dict | None = None, topology_overrides: dict | None = None,
                  micro_batch_sizes: tuple[int, ...] = (1, 2, 4, 8), max_context: int = 16,
@@ -281,6 +293,11 @@ def search_plans(workload: Any, topology: Any, gpus: int, top: int = 10, *,
     given = {k.replace("__", "."): v for k, v in (overrides or {}).items()}
     base = apply_overrides(data, given)
     w = validate_model(Workload, base, lines, source)
+    algo = stack_context_algo(w, given)
+    if algo is not None:  # the CP candidates run the stack's own algorithm
+        given["parallelism.context_parallel_algo"] = algo
+        base = apply_overrides(data, given)
+        w = validate_model(Workload, base, lines, source)
     t = load_topology(topology, topology_overrides)
     for name, value in (("--top", top), ("--max-context", max_context),
                         ("--max-simulations", max_simulations)):
