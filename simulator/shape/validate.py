@@ -68,7 +68,8 @@ def _check_stack_schedule(w: Workload) -> None:
 
 
 def _check_stack_context(w: Workload) -> None:
-    """A context-parallel plan's algorithm is one its stack has (``context_parallel.algorithms``)."""
+    """A context-parallel plan's algorithm is one its stack has
+    (``context_parallel.algorithms``)."""
     par = w.parallelism
     has = run_stack(w.training).cp_algorithms
     if par.context > 1 and has is not None and par.context_parallel_algo not in has:
