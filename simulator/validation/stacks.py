@@ -110,16 +110,16 @@ def _by_source(cases: list[Case], folder: Path) -> dict[str, list[Case]]:
 def fit_stack_factor(cases: list[Case], folder: Path = FOLDER) -> tuple[float, float]:
     """The ``efficiency.pipeline_engine`` value minimising the mean over sources of each
     source's mean squared log error over ``cases`` (each source one vote), and that
-    objective: golden-section search over :data:`FACTOR_BOUNDS` to 0.001 (the step is
-    linear in the factor, so the objective has one minimum). Returns (1.0, objective at 1)
-    for no cases."""
+    objective: golden-section search over :data:`FACTOR_BOUNDS` to 0.001 (a step is close
+    to linear in the factor, its phases scaling and its transfers not, so the objective has
+    one minimum). (1.0, 0.0) for no cases: nothing to fit."""
     from .predict import predict_step_time
     groups = list(_by_source(cases, folder).values())
 
     def objective(f: float) -> float:
         return statistics.fmean(statistics.fmean(
             math.log(predict_step_time(with_factor(c, f)) / c.measured) ** 2 for c in g)
-            for g in groups) if groups else 0.0
+            for g in groups)
 
     if not groups:
         return 1.0, 0.0
@@ -163,7 +163,10 @@ def predict_all(folder: Path = FOLDER) -> list[dict]:
     the plan searched for where the group asks for the best one (``best_of``), and where
     the group lists the values its stated unknowns could have had (``plausible``), the
     error at each (``plausible``: label -> error) and the range they span with the stated
-    assumption (``low``, ``high``)."""
+    assumption (``low``, ``high``). A case of a stack with a fitted factor is predicted with
+    the factor its source left out (:func:`left_out`) and also carries that ``factor``, the
+    prediction with the shipped one (``shipped``, ``shipped_error``: in-sample) and without
+    any (``raw``)."""
     from .predict import best_plan, predict_step_time
     meta = group_meta(folder)
     out = []
