@@ -99,6 +99,13 @@ def with_factor(case: Case, value: float) -> Case:
     return Case(**{**case.__dict__, "spec": spec})
 
 
+def _pipelined(case: Case) -> bool:
+    """Whether the case runs pipeline parallelism (the only runs the factor applies to)."""
+    work = case.spec["workload"]
+    par = work.get("parallelism", {}) if isinstance(work, dict) else {}
+    return int(case.spec["overrides"].get("parallelism.pipeline", par.get("pipeline", 1))) > 1
+
+
 def _by_source(cases: list[Case], folder: Path) -> dict[str, list[Case]]:
     meta = group_meta(folder)
     out: dict[str, list[Case]] = defaultdict(list)
@@ -109,12 +116,13 @@ def _by_source(cases: list[Case], folder: Path) -> dict[str, list[Case]]:
 
 def fit_stack_factor(cases: list[Case], folder: Path = FOLDER) -> tuple[float, float]:
     """The ``efficiency.pipeline_engine`` value minimising the mean over sources of each
-    source's mean squared log error over ``cases`` (each source one vote), and that
+    source's mean squared log error over the pipelined ``cases`` (each source one vote; the
+    factor does nothing to the others), and that
     objective: golden-section search over :data:`FACTOR_BOUNDS` to 0.001 (a step is close
     to linear in the factor, its phases scaling and its transfers not, so the objective has
     one minimum). (1.0, 0.0) for no cases: nothing to fit."""
     from .predict import predict_step_time
-    groups = list(_by_source(cases, folder).values())
+    groups = list(_by_source([c for c in cases if _pipelined(c)], folder).values())
 
     def objective(f: float) -> float:
         return statistics.fmean(statistics.fmean(
