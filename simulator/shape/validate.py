@@ -44,39 +44,31 @@ def check_plan(w: Workload, topo: TopologyConfig) -> None:
         field, why = bad
         raise ConfigError(field, getattr(w.training, field.split(".")[-1]), why)
     par = w.parallelism
-    _check_stack_schedule(w)
-    _check_stack_context(w)
+    _check_stack_support(w)
     schedule_of(par).check(par.pipeline, w.num_microbatches, par.vp)
     _check_params(w)
 
 
-def _check_stack_schedule(w: Workload) -> None:
-    """A pipelined plan's schedule is one its stack's runtime runs (``pipeline.schedules``)."""
-    par = w.parallelism
-    runs = run_stack(w.training).pipeline_schedules
-    unknown = [n for n in runs or () if n not in SCHEDULES]
-    if unknown:
+def _check_stack_support(w: Workload) -> None:
+    """A pipelined plan's schedule is one its stack's runtime runs (``pipeline.schedules``),
+    and a context-parallel plan's algorithm one its stack has (``context_parallel.algorithms``);
+    the profile's schedule names are ones the simulator has."""
+    par, stack, name = w.parallelism, run_stack(w.training), w.training.stack
+    runs = stack.pipeline_schedules
+    if any(n not in SCHEDULES for n in runs or ()):
         own = "pipeline.schedules" in (getattr(w.training, "stack_settings", None) or {})
         raise ConfigError("training.stack_settings.pipeline.schedules" if own else
-                          f"stacks/{w.training.stack}.yaml pipeline.schedules", list(runs),
+                          f"stacks/{name}.yaml pipeline.schedules", list(runs),
                           f"names from {', '.join(sorted(SCHEDULES))}")
-    if par.pipeline > 1 and runs is not None and par.pipeline_schedule not in runs:
-        raise ConfigError("parallelism.pipeline_schedule", par.pipeline_schedule,
-                          f"{' or '.join(runs)}: stack {w.training.stack}'s pipeline "
-                          f"runtime runs no other (stacks/{w.training.stack}.yaml "
-                          f"pipeline.schedules)")
-
-
-def _check_stack_context(w: Workload) -> None:
-    """A context-parallel plan's algorithm is one its stack has
-    (``context_parallel.algorithms``)."""
-    par = w.parallelism
-    has = run_stack(w.training).cp_algorithms
-    if par.context > 1 and has is not None and par.context_parallel_algo not in has:
-        raise ConfigError("parallelism.context_parallel_algo", par.context_parallel_algo,
-                          f"{' or '.join(has)} under context parallelism: stack "
-                          f"{w.training.stack} has no other (stacks/{w.training.stack}.yaml "
-                          f"context_parallel.algorithms)")
+    for active, value, allowed, field, key, what in (
+            (par.pipeline > 1, par.pipeline_schedule, runs, "parallelism.pipeline_schedule",
+             "pipeline.schedules", "pipeline runtime runs"),
+            (par.context > 1, par.context_parallel_algo, stack.cp_algorithms,
+             "parallelism.context_parallel_algo", "context_parallel.algorithms",
+             "context parallelism has")):
+        if active and allowed is not None and value not in allowed:
+            raise ConfigError(field, value, f"{' or '.join(allowed)}: stack {name}'s {what} "
+                                            f"no other (stacks/{name}.yaml {key})")
 
 
 def _check_params(w: Workload) -> None:

@@ -86,7 +86,9 @@ def objective(cases: list[Case], overrides: dict[str, float],
     return sum(sum(v) / len(v) for v in per_cat.values()) / len(per_cat)
 
 
-def _golden(f: Callable[[float], float], lo: float, hi: float, iters: int) -> float:
+def golden_section(f: Callable[[float], float], lo: float, hi: float, iters: int) -> float:
+    """The minimiser of a unimodal ``f`` on ``[lo, hi]`` after ``iters`` golden-section
+    steps (the interval shrinks by 0.618 a step): the final interval's midpoint."""
     a, b = lo, hi
     x1, x2 = b - GOLDEN * (b - a), a + GOLDEN * (b - a)
     f1, f2 = f(x1), f(x2)
@@ -116,7 +118,7 @@ def fit(cases: list[Case], start: dict[str, float], params: list[str], sweeps: i
             def f(x: float, name: str = name) -> float:
                 return objective(cases, {**cur, name: x}, predictor)
 
-            cur[name] = round(_golden(f, lo, hi, iters), 3)
+            cur[name] = round(golden_section(f, lo, hi, iters), 3)
             log(f"sweep {sweep + 1} {name} = {cur[name]}  "
                 f"objective {objective(cases, cur, predictor):.5f}")
     return cur

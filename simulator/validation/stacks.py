@@ -121,6 +121,7 @@ def fit_stack_factor(cases: list[Case], folder: Path = FOLDER) -> tuple[float, f
     objective: golden-section search over :data:`FACTOR_BOUNDS` to 0.001 (a step is close
     to linear in the factor, its phases scaling and its transfers not, so the objective has
     one minimum). (1.0, 0.0) for no cases: nothing to fit."""
+    from .fit import GOLDEN, golden_section
     from .predict import predict_step_time
     groups = list(_by_source([c for c in cases if _pipelined(c)], folder).values())
 
@@ -132,19 +133,8 @@ def fit_stack_factor(cases: list[Case], folder: Path = FOLDER) -> tuple[float, f
     if not groups:
         return 1.0, 0.0
     lo, hi = FACTOR_BOUNDS
-    ratio = (math.sqrt(5.0) - 1.0) / 2.0
-    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fa, fb = objective(a), objective(b)
-    while hi - lo > 1e-3:
-        if fa <= fb:
-            hi, b, fb = b, a, fa
-            a = hi - ratio * (hi - lo)
-            fa = objective(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + ratio * (hi - lo)
-            fb = objective(b)
-    best = round((lo + hi) / 2.0, 3)
+    steps = math.ceil(math.log(1e-3 / (hi - lo)) / math.log(GOLDEN))  # to 0.001
+    best = round(golden_section(objective, lo, hi, steps), 3)
     return best, objective(best)
 
 
