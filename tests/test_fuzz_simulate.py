@@ -285,8 +285,8 @@ def _mutate(draw, doc: dict, only_numbers: bool) -> None:
     parent = _get(doc, path[:-1])
     if action == "extreme":
         parent[path[-1]] = draw(EXTREME)
-    elif action == "set":
-        parent[path[-1]] = draw(EVIL)
+    elif action == "set":  # a copy: EVIL's lists and dicts are shared between draws, and a
+        parent[path[-1]] = copy.deepcopy(draw(EVIL))  # later mutation inside one would loop
     elif action == "delete" and isinstance(parent, dict):
         del parent[path[-1]]
     elif isinstance(parent, dict):
