@@ -123,3 +123,46 @@ def test_bf16_gradient_reduction_halves_grad_memory_and_dp_bytes():
     assert g16 == pytest.approx(g32 / 2)
     dp = [sum(x.nbytes for x in r[2].records if x.name == "grad_sync") for r in (fp32, bf16)]
     assert dp[1] == pytest.approx(dp[0] / 2)
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_parallel_residual_reduces_the_layer_output_once(sp):
+    """model.use_parallel_residual (GPT-NeoX gpt_j_residual): the attention and MLP outputs
+    are summed and reduced once in the forward; the backward still reduces each block's
+    input gradient (two norms), so only the forward (and its recompute) gets cheaper."""
+    from simulator.api import resolve
+
+    def tp_bytes(parallel):
+        w = resolve("llama3-8b", "dgx-h100", {
+            "parallelism.tensor": 4, "parallelism.data": 2,
+            "parallelism.sequence_parallel": sp, "model.use_parallel_residual": parallel})[0]
+        fwd = layer_forward(w)
+        bwd = backward_of(fwd)
+        return ([o.nbytes for o in fwd if o.kind == "comm"],
+                [o.nbytes for o in bwd if o.kind == "comm"], fwd)
+
+    (f0, b0, ops0), (f1, b1, ops1) = tp_bytes(False), tp_bytes(True)
+    msg = max(f0)
+    assert sum(f1) == pytest.approx(sum(f0) - msg)  # one output reduction fewer
+    # without SP both input-gradient all-reduces stay; under SP the output gradient's one
+    # all-gather serves both blocks
+    assert sum(b1) == pytest.approx(sum(b0) - (msg if sp else 0.0))
+    # the same FLOPs and HBM bytes
+    assert sum(o.flops for o in ops1) == sum(o.flops for o in ops0)
+    assert sum(o.nbytes for o in ops1 if o.kind == "mem") == \
+        sum(o.nbytes for o in ops0 if o.kind == "mem")
+    base = {"parallelism.tensor": 4, "parallelism.data": 2, "parallelism.sequence_parallel": sp,
+            "training.async_tensor_model_parallel_allreduce": False}
+    r0 = simulate("llama3-8b", "dgx-h100", base, variability=False)
+    r1 = simulate("llama3-8b", "dgx-h100", dict(base, **{"model.use_parallel_residual": True}),
+                  variability=False)
+    assert r1.exposed_comm_s["tp"] < r0.exposed_comm_s["tp"]
+    assert r1.step_time_s < r0.step_time_s
+    assert r1.model_tflops_per_gpu * r1.step_time_s == pytest.approx(
+        r0.model_tflops_per_gpu * r0.step_time_s)
+
+
+def test_parallel_residual_is_costed_for_dense_models_only():
+    from simulator import ConfigError
+    with pytest.raises(ConfigError, match="use_parallel_residual"):
+        simulate("mixtral-8x7b", "dgx-h100", {"model.use_parallel_residual": True})

@@ -58,6 +58,13 @@ QWEN2_57B_A14B = {"architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 3584,
                   "vocab_size": 151936, "max_position_embeddings": 65536,
                   "hidden_act": "silu", "tie_word_embeddings": False}
 
+# EleutherAI/gpt-neox-20b config.json (the keys the mapping reads)
+GPT_NEOX_20B = {"architectures": ["GPTNeoXForCausalLM"], "hidden_size": 6144,
+                "intermediate_size": 24576, "num_hidden_layers": 44, "num_attention_heads": 64,
+                "vocab_size": 50432, "max_position_embeddings": 2048, "rotary_pct": 0.25,
+                "hidden_act": "gelu_fast", "use_parallel_residual": True,
+                "tie_word_embeddings": False}
+
 
 def test_llama3_8b_config_gives_exactly_the_shipped_model_section():
     shipped = yaml.safe_load((ROOT / "workloads" / "llama3-8b.yaml").read_text())["model"]
@@ -121,11 +128,26 @@ def test_deepseek_v3_loads_with_the_mla_schema():
      "model.hf_config.hidden_size"),
     ({**QWEN2_57B_A14B, "mlp_only_layers": [0, 5]}, "model.hf_config.mlp_only_layers"),
     ({**MIXTRAL_8X7B, "hidden_act": "gelu"}, "model.hf_config.hidden_act"),
+    ({**GPT_NEOX_20B, "hidden_act": "silu"}, "model.hf_config.hidden_act"),
+    ({**GPT_NEOX_20B, "use_parallel_residual": "yes"}, "model.hf_config.use_parallel_residual"),
 ])
 def test_unmappable_configs_name_the_field(config, field):
     with pytest.raises(ConfigError) as err:
         model_from_hf(config)
     assert err.value.field == field and "\n" not in err.value.message()
+
+
+def test_gpt_neox_maps_its_plain_mlp_biases_and_parallel_residual():
+    m = model_from_hf(GPT_NEOX_20B, "gpt-neox-20b", seq_length=2048)
+    assert m == {"name": "gpt-neox-20b", "num_layers": 44, "hidden_size": 6144,
+                 "num_attention_heads": 64, "num_query_groups": 64, "ffn_hidden_size": 24576,
+                 "gated_linear_unit": False, "add_bias_linear": True, "vocab_size": 50432,
+                 "hidden_dropout": 0.0, "attention_dropout": 0.0,
+                 "untie_embeddings_and_output_weights": True, "use_parallel_residual": True,
+                 "seq_length": 2048}
+    # Pythia's configs set it too; a sequential GPT-NeoX (use_parallel_residual false) maps so
+    assert not model_from_hf({**GPT_NEOX_20B, "use_parallel_residual": False})[
+        "use_parallel_residual"]
 
 
 def test_workload_subcommand_writes_a_loadable_yaml(tmp_path, capsys):

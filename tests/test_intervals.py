@@ -43,12 +43,8 @@ def test_every_set_of_runs_never_fitted_is_in_the_pool():
 def test_leave_one_group_out_coverage_of_the_never_fitted_runs(fresh):
     s = coverage_stats(logo_outcomes(fresh, gpu_term(CV)))
     assert s["runs"] == len(fresh) >= 133 and s["groups"] >= 20 and s["withheld"] == 0
-    # the rate the group-level guarantee is about: each group counted once; 80 % within
-    # about two binomial standard deviations of its ~47 groups (sqrt(0.8 x 0.2 / 47) = 5.8 %).
-    # Over-coverage is the side these runs err on: every run of another stack is inside its
-    # (wide, 12-24 %) interval since DeepSpeed's are judged with the engine factor refitted
-    # without their source (90.2 %); the misses are Megatron-family groups at 7 %
-    assert 0.70 <= s["achieved_group"] <= 0.92, s
+    # the rate the group-level guarantee is about: each group counted once
+    assert 0.70 <= s["achieved_group"] <= 0.90, s
     assert s["median_half_width"] <= 0.12, s
 
 

@@ -26,6 +26,14 @@ hidden_act silu (SwiGLU)           gated_linear_unit: true
 Qwen3 q_norm / k_norm (by arch.)   qk_layernorm: true
 =================================  =================================================
 
+GPT-NeoX (``GPTNeoXForCausalLM``: GPT-NeoX-20B, Pythia) keeps its own keys for the MLP and
+residual: a plain GELU MLP (``hidden_act`` gelu: ``gated_linear_unit: false``), biases on
+every linear (``add_bias_linear: true``; ``attention_bias``, default true, is the QKV and
+output projections'), full multi-head attention, untied embeddings, and
+``use_parallel_residual`` (default true) -> ``use_parallel_residual``. Its ``rotary_pct``
+(RoPE on a quarter of each head) is priced as RoPE on the whole head, and its LayerNorm as
+the norm every layer has (a few HBM bytes an element either way).
+
 MoE (Mixtral, Qwen2/3-MoE, DeepSeek-V3, GPT-OSS) maps to ``model.moe``:
 ``num_local_experts`` / ``num_experts`` / ``n_routed_experts`` -> ``num_experts``,
 ``num_experts_per_tok`` -> ``router_topk``, ``moe_intermediate_size`` ->
@@ -239,7 +247,31 @@ def _gpt_oss(c: _Config) -> dict[str, Any]:
     return model
 
 
+def _gpt_neox(c: _Config) -> dict[str, Any]:
+    """GPT-NeoX / Pythia (Transformers ``modeling_gpt_neox.py``, module docstring)."""
+    act = c.get("hidden_act", "gelu")
+    if act not in ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh"):
+        raise ConfigError(f"{FIELD}.hidden_act", act, "only GELU MLPs are mapped for GPT-NeoX")
+    _context(c)
+    heads = c.int("num_attention_heads")
+    return {
+        "num_layers": c.int("num_hidden_layers"),
+        "hidden_size": c.int("hidden_size"),
+        "num_attention_heads": heads,
+        "num_query_groups": heads,
+        "ffn_hidden_size": c.int("intermediate_size"),
+        "gated_linear_unit": False,
+        "add_bias_linear": True,
+        "vocab_size": c.int("vocab_size"),
+        "hidden_dropout": c.fraction("hidden_dropout"),
+        "attention_dropout": c.fraction("attention_dropout"),
+        "untie_embeddings_and_output_weights": not c.bool("tie_word_embeddings", False),
+        "use_parallel_residual": c.bool("use_parallel_residual", True),
+    }
+
+
 ARCHITECTURES: dict[str, Callable[[_Config], dict[str, Any]]] = {
+    "GPTNeoXForCausalLM": _gpt_neox,
     "LlamaForCausalLM": _dense,
     "MistralForCausalLM": _dense,
     "Qwen2ForCausalLM": _dense,

@@ -57,6 +57,15 @@ def check_config(w: Workload, topo: TopologyConfig) -> None:
     _check_op_sac(w)
     _check_loss_chunks(w)
     _check_packed(w)
+    _check_parallel_residual(w)
+
+
+def _check_parallel_residual(w: Workload) -> None:
+    """A parallel residual is costed for dense layers (simulator/workload/ops.py)."""
+    if w.model.use_parallel_residual and w.model.moe is not None:
+        raise ConfigError("model.use_parallel_residual", True,
+                          "is costed for dense models only (a MoE layer's experts run after "
+                          "its attention here); set it false or remove model.moe")
 
 
 def op_sac_problem(w: Workload) -> str | None:

@@ -161,6 +161,10 @@ class ModelConfig(Schema):
     # Megatron-Core add_bias_linear (GPT-OSS: true): biases on the linear layers; the routed
     # experts' FC2 bias is added outside the grouped GEMM (simulator/workload/moe/eager.py).
     add_bias_linear: bool = False
+    # Hugging Face GPT-NeoX use_parallel_residual (GPT-NeoX's gpt_j_residual, GPT-J, Pythia):
+    # attention and MLP read the same layer input and their outputs are summed into the
+    # residual together, so a TP forward reduces the sum once (simulator/workload/ops.py).
+    use_parallel_residual: bool = False
     # Megatron-Core activation_func_clamp_value (GPT-OSS: 7.0): the GLU inputs are clamped
     # before the fused activation, as separate kernels (simulator/workload/moe/eager.py).
     activation_func_clamp_value: ClampValue | None = None

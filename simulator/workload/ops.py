@@ -49,7 +49,9 @@ class Op:
     axis: str = ""  # "tp" | "cp" | "ep" for comms
     model_flops: float = 0.0  # FLOPs counted by MFU (attention unmasked, no recompute)
     column: bool = False  # column-parallel GEMM: its input gradient needs a TP collective
-    bwd_nbytes: float | None = None  # mem: backward bytes when not twice the forward's
+    # mem: backward bytes when not twice the forward's; comm: the backward conjugate's
+    # message when not the forward's (a parallel-residual layer's attention reduction)
+    bwd_nbytes: float | None = None
     # attn: (kernel family, keys per query row, head dim, causal) for the kernel's
     # efficiency (simulator/compute/attention.py); None: the topology's fitted value
     attn: tuple[str, float, float, bool] | None = None
@@ -90,8 +92,10 @@ def rotary(nbytes: float) -> Op:
     return mem("rotary", nbytes, bwd_nbytes=nbytes)
 
 
-def comm(name: str, op: str, nbytes: float, axis: str) -> Op:
-    return Op(name, "comm", nbytes=nbytes, comm=op, axis=axis)
+def comm(name: str, op: str, nbytes: float, axis: str, bwd_nbytes: float | None = None) -> Op:
+    """A collective of ``nbytes`` (its backward conjugate's message: ``bwd_nbytes``, where
+    not the same)."""
+    return Op(name, "comm", nbytes=nbytes, comm=op, axis=axis, bwd_nbytes=bwd_nbytes)
 
 
 @dataclass(frozen=True)
@@ -268,10 +272,13 @@ def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
     ops += attention_core(w, x)
     v_dim = w.model.v_head_dim if w.model.multi_latent_attention else x.d
     ops += [gemm("attn_proj", x.T, x.h, x.a_t * v_dim)]
-    ops += _tp_out(x, "tp_reduce_attn")
-    ops += [mem("residual_layernorm", 5 * x.Tn * x.h * x.e)]
-    if x.ffn_t > 0:
-        ops += mlp_forward(x)
+    if w.model.use_parallel_residual and x.ffn_t > 0:
+        ops += _parallel_mlp(x)
+    else:
+        ops += _tp_out(x, "tp_reduce_attn")
+        ops += [mem("residual_layernorm", 5 * x.Tn * x.h * x.e)]
+        if x.ffn_t > 0:
+            ops += mlp_forward(x)
     ops += [mem("residual", 3 * x.Tn * x.h * x.e)]
     ops = with_stack_kernels(w, ops)
     casts = w.training.precision_type.casts
@@ -299,6 +306,31 @@ def mla_projections(w: Workload, x: Dims) -> list[Op]:
                  column=True),
             rotary(2 * x.T * (x.a_t + 1) * rope * x.e)]
     return ops
+
+
+def _parallel_mlp(x: Dims) -> list[Op]:
+    """The MLP of a parallel-residual layer (``model.use_parallel_residual``) and the one
+    forward TP reduction of the attention and MLP outputs' sum.
+
+    GPT-NeoX ``gpt_j_residual`` (EleutherAI/gpt-neox megatron/model/transformer.py
+    ``ParallelTransformerLayer``; Hugging Face ``GPTNeoXLayer`` with
+    ``use_parallel_residual``): ``x + attn(ln1(x)) + mlp(ln2(x))``, both row-parallel outputs
+    left partial and reduced once. The attention's forward reduction costs nothing (zero
+    bytes); its backward conjugate keeps the full message where it is its own collective:
+    without sequence parallelism the attention's column-parallel input gradient is
+    all-reduced apart from the MLP's (two norms, two all-reduces); under it the one
+    reduce-scatter's conjugate, the output gradient's all-gather, serves both blocks.
+    Bytes: the second norm reads and writes the layer input (2 B an element) and the
+    partial sums are added before the reduction (3 B), as the sequential layer's residual
+    add and norm (5 B). Activation memory is priced as the sequential layer's.
+    """
+    full = x.T * x.h * x.e
+    ops: list[Op] = []
+    if x.tp > 1:
+        kind = "reduce_scatter" if x.sp else "all_reduce"
+        ops += [comm("tp_reduce_attn", kind, 0.0, "tp", bwd_nbytes=0.0 if x.sp else full)]
+    ops += [mem("residual_layernorm", 5 * x.Tn * x.h * x.e)]
+    return ops + mlp_forward(x)
 
 
 def mlp_forward(x: Dims) -> list[Op]:
@@ -370,7 +402,9 @@ def backward_of(ops: list[Op]) -> list[Op]:
             out.append(derive(op, name=op.name + "_bwd", flops=k * op.flops,
                                batch=k * op.batch, model_flops=k * op.model_flops))
             if op.column and pending:
-                out.append(derive(pending.pop(0), name=op.name + "_input_grad_allreduce"))
+                red = pending.pop(0)
+                out.append(derive(red, name=op.name + "_input_grad_allreduce",
+                                  nbytes=_bwd_message(red, red.nbytes)))
         elif op.kind == "attn" and op.backward is not None:
             out.append(op.backward)
         elif op.kind == "attn":
@@ -390,10 +424,16 @@ def backward_of(ops: list[Op]) -> list[Op]:
             scale = (fp8.GATHER_BYTES_RATIO if op.comm == "reduce_scatter"
                      else 1.0 / fp8.GATHER_BYTES_RATIO)
             out.append(derive(op, name=op.name + "_bwd", comm=mirror[op.comm],
-                              nbytes=op.nbytes * scale))
+                              nbytes=_bwd_message(op, op.nbytes) * scale))
         else:
-            out.append(derive(op, name=op.name + "_bwd", comm=mirror.get(op.comm, op.comm)))
-    return out + pending
+            out.append(derive(op, name=op.name + "_bwd", comm=mirror.get(op.comm, op.comm),
+                              nbytes=_bwd_message(op, op.nbytes)))
+    return out + [derive(p, nbytes=_bwd_message(p, p.nbytes)) for p in pending]
+
+
+def _bwd_message(op: Op, nbytes: float) -> float:
+    """Bytes of a forward collective's backward conjugate (``bwd_nbytes`` where set)."""
+    return nbytes if op.kind != "comm" or op.bwd_nbytes is None else op.bwd_nbytes
 
 
 def _regathers(ops: list[Op]) -> dict[int, Op]:
