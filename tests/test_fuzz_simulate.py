@@ -85,7 +85,8 @@ MOE = {"router_topk": [1, 2, 4], "ffn_hidden_size": [8, 96],
        "token_dispatcher_type": ["flex"], "router_num_groups": [1, 2, 4],
        "router_group_topk": [1, 2]}
 MODEL = {"kv_channels": [8, 64], "ffn_hidden_size": [8, 96, 256],
-         "gated_linear_unit": [True, False], "untie_embeddings_and_output_weights": [True]}
+         "gated_linear_unit": [True, False], "untie_embeddings_and_output_weights": [True],
+         "use_parallel_residual": [True]}
 PARALLEL = {"context": [1, 2, 4, 3], "context_parallel_algo": ["ring", "ulysses", "hybrid"],
             "expert": [1, 2, 4, 8], "expert_tensor": [1, 2], "sequence_parallel": [True, False],
             "decoder_first_pipeline_num_layers": [1, 3],
