@@ -204,25 +204,19 @@ def _modules_ok(value: Any) -> bool:
             and ("op_sac" not in value or len(value) == 1))
 
 
-def _schedules_ok(value: Any) -> bool:
-    """Whether ``value`` is a non-empty list of schedule names (that each is one the simulator
-    runs is checked with the plan, one layer up: :mod:`simulator.shape.validate`)."""
+def _names_ok(value: Any, allowed: tuple[str, ...] | None = None) -> bool:
+    """Whether ``value`` is a non-empty list of names (each in ``allowed`` where given)."""
     return (isinstance(value, (list, tuple)) and len(value) > 0
-            and all(isinstance(v, str) and v for v in value))
+            and all(isinstance(v, str) and v and (allowed is None or v in allowed)
+                    for v in value))
 
 
-def _schedules_allowed() -> str:
-    return "a non-empty list of pipeline schedule names (parallelism.pipeline_schedule values)"
-
-
+# pipeline schedule names: that each is one the simulator runs is checked with the plan, one
+# layer up (simulator.shape.validate), where the schedules are known
+_SCHEDULES_ALLOWED = ("a non-empty list of pipeline schedule names "
+                      "(parallelism.pipeline_schedule values)")
 CP_ALGORITHMS = typing.get_args(ParallelConfig.model_fields["context_parallel_algo"].annotation)
 _ALGORITHMS_ALLOWED = f"a non-empty list from {', '.join(CP_ALGORITHMS)}"
-
-
-def _algorithms_ok(value: Any) -> bool:
-    """Whether ``value`` is a non-empty list of context-parallel algorithms."""
-    return (isinstance(value, (list, tuple)) and len(value) > 0
-            and all(v in CP_ALGORITHMS for v in value))
 
 
 def _check_sources(name: str, doc: dict) -> None:
@@ -300,11 +294,11 @@ def parse(name: str, doc: dict) -> Stack:
         raise ConfigError(f"stacks/{name}.yaml recompute.selective_modules", selective,
                           f"must be {_MODULES_ALLOWED}")
     schedules = _value(doc, "pipeline", "schedules", None)
-    if schedules is not None and not _schedules_ok(schedules):
+    if schedules is not None and not _names_ok(schedules):
         raise ConfigError(f"stacks/{name}.yaml pipeline.schedules", schedules,
-                          f"must be {_schedules_allowed()}")
+                          f"must be {_SCHEDULES_ALLOWED}")
     algorithms = _value(doc, "context_parallel", "algorithms", None)
-    if algorithms is not None and not _algorithms_ok(algorithms):
+    if algorithms is not None and not _names_ok(algorithms, CP_ALGORITHMS):
         raise ConfigError(f"stacks/{name}.yaml context_parallel.algorithms", algorithms,
                           f"must be {_ALGORITHMS_ALLOWED}")
     position = _value(doc, "peft", "lora_dropout_position", "pre")
@@ -437,8 +431,8 @@ def _check_setting(dotted: str, value: Any) -> None:
           "names": isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str)
                                                    for k, v in value.items()),
           "factors": isinstance(value, dict) and all(number(v) for v in value.values()),
-          "modules": _modules_ok(value), "schedules": _schedules_ok(value),
-          "algorithms": _algorithms_ok(value)}[kind]
+          "modules": _modules_ok(value), "schedules": _names_ok(value),
+          "algorithms": _names_ok(value, CP_ALGORITHMS)}[kind]
     if not ok:
         allowed = {"bool": "true or false", "number": f"a number from 0 to {MAX_SETTING:g}",
                    "count": f"a whole number from 0 to {MAX_COUNT}",
@@ -446,7 +440,7 @@ def _check_setting(dotted: str, value: Any) -> None:
                    "names": "a mapping of names to names",
                    "factors": f"a mapping of op name to a number from 0 to "
                               f"{MAX_SETTING:g}",
-                   "modules": _MODULES_ALLOWED, "schedules": _schedules_allowed(),
+                   "modules": _MODULES_ALLOWED, "schedules": _SCHEDULES_ALLOWED,
                    "algorithms": _ALGORITHMS_ALLOWED}[kind]
         raise ConfigError(field, value, f"must be {allowed}")
 
