@@ -96,6 +96,30 @@ def test_pipelined_traffic_closed_forms():
     assert not pipelined(t, n, 0.0, 0.0, sl).any()
 
 
+
+def test_an_outer_reduction_on_its_own_link_is_a_third_pipeline_stage():
+    """HSDP's outer all-reduce runs on a stream of its own behind the unit's reduce-scatter
+    (FSDP1 ``_all_reduce_stream``, Megatron-FSDP ``hsdp_all_reduce_stream``); on a link of its
+    own it paces the units only when it is the slowest stage: the flow-shop closed form
+    a + (n-1) max(a+r, o, x) + x + r + o."""
+    t = np.array([10.0, 1.0, 0.0])
+    a, r, o, n, sl = 0.02, 0.03, 0.5, 5, 0.0
+    x = t / n
+    got = pipelined(t, n, a, r, sl, outer=o)
+    # compute-bound (x = 2 > o): only the first gather and the last unit's reductions show
+    assert got[0] == pytest.approx(a + r + o)
+    # outer-bound (o = 0.5 > x = 0.2 > a + r): the outer link paces every unit
+    assert got[1] == pytest.approx(a + (n - 1) * o + x[1] + r + o - 1.0)
+    assert got[2] == 0.0
+    # in line on one link it costs more, and never less than apart
+    serial = pipelined(t, n, a, r + o, sl)
+    assert (serial >= got).all() and serial[1] > got[1]
+    # no outer reduction: the two-stage form unchanged
+    assert pipelined(t, n, a, r, sl, outer=0.0) == pytest.approx(pipelined(t, n, a, r, sl))
+    # without prefetch the gathers stay in line, the reductions beside the next unit
+    assert pipelined(t, n, a, r, sl, prefetch=0, outer=o)[1] == pytest.approx(
+        n * a + (n - 1) * o + x[1] + r + o - 1.0)
+
 def test_unit_collectives_move_one_layer_of_weights_and_gradients():
     w, t = resolve("llama3-8b", "dgx-h100", fsdp("optim_grads_params"))
     _, plan, _ = simulate_resolved(w, t, variability=False)

@@ -130,6 +130,40 @@ def test_hsdp_reduces_across_instances_on_the_last_micro_batch_only():
     assert hf.engine_input.param_gather[0] > 0 == p4.engine_input.param_gather[0]
 
 
+
+def test_hsdp_outer_reduction_overlaps_the_next_reduce_scatter_when_the_instance_is_one_node():
+    """An instance inside one NVLink node reduce-scatters there while the outer all-reduce
+    crosses the fabric: two links, two streams, so the last backward is paced by the slower
+    one (simulator/workload/fsdp.py). An instance spanning nodes shares the NIC: in line."""
+    from simulator.workload.fsdp import add_fsdp_traffic, outer_apart, pipelined
+    from simulator.workload.fsdp import units as fsdp_units
+    over = {**fsdp(4), "training.data_parallel_sharding_strategy": "optim_grads_params"}
+    _, p4, _ = simulate_resolved(*resolve("llama3-8b", "dgx-h100", over), variability=False)
+    assert outer_apart(p4.groups)  # 8 ranks per instance: one node each
+    shape = plan_shape(p4.workload)
+    a, r, o = unit_collectives(p4.workload, p4.topo, shape, p4.groups, 0, 0)
+    n, sl = fsdp_units(shape, 0, 0), p4.topo.gpu.comm_overlap_slowdown
+    # a backward short enough that the outer all-reduce is the slowest stage
+    x = 0.5 * o
+    assert o > max(a + r, x)
+    fwd, bwd = np.full((1, 1, 3), n * x / 2), np.full((1, 1, 3), n * x)
+    add_fsdp_traffic(p4.workload, p4.topo, shape, p4.groups, fwd, bwd, None)
+    t = np.array([n * x])
+    assert bwd[0, 0, 0] == pytest.approx(t[0] + pipelined(t, n, a, r, sl)[0])
+    last = pipelined(t, n, a, r, sl, outer=o)[0]
+    assert bwd[0, 0, -1] == pytest.approx(t[0] + last)
+    assert last == pytest.approx(a + (n - 1) * o + x + r + o - t[0] + sl * t[0])
+    assert last < pipelined(t, n, a, r + o, sl)[0]  # in line would cost more
+    # two instances of 16 ranks: each spans two nodes and shares their NICs, in line
+    _, p2, _ = simulate_resolved(*resolve("llama3-8b", "dgx-h100", {
+        **over, "training.num_distributed_optimizer_instances": 2}), variability=False)
+    assert not outer_apart(p2.groups)
+    a2, r2, o2 = unit_collectives(p2.workload, p2.topo, shape, p2.groups, 0, 0)
+    fwd, bwd = np.full((1, 1, 3), n * x / 2), np.full((1, 1, 3), n * x)
+    add_fsdp_traffic(p2.workload, p2.topo, shape, p2.groups, fwd, bwd, None)
+    assert bwd[0, 0, -1] == pytest.approx(t[0] + pipelined(t, n, a2, r2 + o2, sl)[0])
+
+
 @pytest.mark.parametrize("over, field", [
     (plan(3), "training.num_distributed_optimizer_instances"),  # 3 does not divide 32
     (plan(2, **{"training.distributed_optimizer": False}),

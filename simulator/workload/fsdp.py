@@ -30,10 +30,20 @@ the overlapped time, ``min(L * (a + r), T)``, as the engine charges the DDP buck
 HSDP (``num_distributed_optimizer_instances`` = k): the gathers and reduce-scatters run
 inside one instance (``DP*CP/k`` ranks), and the last micro-batch's backward also
 all-reduces each unit's gradient shard across the k instances (reduce-scatters it under
-HFSDP, ``outer_dp_sharding_strategy: optim``), on a stream of its own behind the
-reduce-scatter (Megatron-FSDP ``megatron_fsdp.py``: ``outer_fsdp_group_grad_reduce`` only
-``is_last_microbatch``; ``param_and_grad_buffer.py`` ``outer_fsdp_group_grad_reduce_stream``),
-so that phase's ``r`` is the sum of both.
+HFSDP, ``outer_dp_sharding_strategy: optim``), on a stream of its own that waits for the
+unit's reduce-scatter (Megatron-FSDP ``megatron_fsdp.py``: ``outer_fsdp_group_grad_reduce``
+only ``is_last_microbatch``, ``hsdp_all_reduce_stream.wait_stream(reduce_scatter_stream)``;
+PyTorch FSDP1 ``torch/distributed/fsdp/_runtime_utils.py`` ``_reduce_grad``: HYBRID_SHARD's
+``all_reduce`` on ``state._all_reduce_stream`` after ``wait_stream(_post_backward_stream)``).
+Where the instance sits inside one scale-up domain (NVLink) and the outer group crosses
+them, the two streams use different links, so unit ``i``'s outer reduction ``o`` runs
+beside unit ``i + 1``'s reduce-scatter: a third pipeline stage,
+
+    T' = a + (L - 1) * max(a + r, o, x) + x + r + o
+
+(paced by the slowest of the in-domain link, the inter-domain link and the compute; the
+last unit's reduce-scatter and outer reduction are exposed). Where the instance itself
+spans domains, both reductions share the NIC and that phase's ``r`` is their sum.
 
 Other stacks (``training.stack``, stacks/*.yaml ``fsdp``) run the same pipeline with
 their own rules: ``units_per_layer`` (DeepSpeed ZeRO-3 fetches and releases each
@@ -125,31 +135,42 @@ def unit_collectives(w: Workload, topo: Topology, shape: PlanShape,
     return gather, reduce, outer
 
 
+def outer_apart(groups: dict[str, Placement]) -> bool:
+    """Whether HSDP's outer reduction runs on a link of its own: every rank of one
+    optimizer instance (dense and expert) inside one scale-up domain, so the instance's
+    reduce-scatters stay on NVLink while the outer group crosses domains (module
+    docstring)."""
+    return groups["dp_cp_intra"].span == 0 and groups["edp_intra"].span == 0
+
+
 def pipelined(compute: np.ndarray, n: int, gather: float, reduce: float, slowdown: float,
-              prefetch: int = 1) -> np.ndarray:
+              prefetch: int = 1, outer: float = 0.0) -> np.ndarray:
     """Seconds the FSDP traffic adds to phases of ``compute`` seconds (array) over ``n``
-    units: ``a + (n-1) max(a+r, x) + x + r - T`` plus the overlap slowdown (module
-    docstring); without prefetch (``prefetch`` 0) ``n (a + x) + r - T``, the gathers in
-    line and only the reduce-scatters beside the next unit. Zero where the phase does not
-    run (``compute`` 0) or nothing moves. The two parts apart: :func:`pipelined_parts`."""
-    exposed, slowed = pipelined_parts(compute, n, gather, reduce, slowdown, prefetch)
+    units: ``a + (n-1) max(a+r, o, x) + x + r + o - T`` plus the overlap slowdown (module
+    docstring; ``o`` = ``outer``, the HSDP outer reduction on a link of its own, else 0);
+    without prefetch (``prefetch`` 0) ``n a + (n-1) max(r, o, x) + x + r + o - T``, the
+    gathers in line and only the reductions beside the next unit. Zero where the phase does
+    not run (``compute`` 0) or nothing moves. The two parts apart: :func:`pipelined_parts`."""
+    exposed, slowed = pipelined_parts(compute, n, gather, reduce, slowdown, prefetch, outer)
     return exposed + slowed
 
 
 def pipelined_parts(compute: np.ndarray, n: int, gather: float, reduce: float,
-                    slowdown: float, prefetch: int = 1) -> tuple[np.ndarray, np.ndarray]:
+                    slowdown: float, prefetch: int = 1, outer: float = 0.0
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`pipelined`'s seconds as (collectives the compute does not hide, compute slowed
     by the collectives beside it: ``slowdown * min(overlapped traffic, T)``)."""
     comm = gather + reduce
-    if comm <= 0:
+    if comm + outer <= 0:
         return np.zeros_like(compute), np.zeros_like(compute)
     x = compute / n
     if prefetch <= 0:
-        total = n * gather + (n - 1) * np.maximum(reduce, x) + x + reduce
-        slowed = slowdown * np.minimum(n * reduce, compute)
+        total = n * gather + (n - 1) * np.maximum(np.maximum(reduce, outer), x) + x \
+            + reduce + outer
+        slowed = slowdown * np.minimum(n * (reduce + outer), compute)
     else:
-        total = gather + (n - 1) * np.maximum(comm, x) + x + reduce
-        slowed = slowdown * np.minimum(n * comm, compute)
+        total = gather + (n - 1) * np.maximum(max(comm, outer), x) + x + reduce + outer
+        slowed = slowdown * np.minimum(n * (comm + outer), compute)
     runs = compute > 0
     return np.where(runs, total - compute, 0.0), np.where(runs, slowed, 0.0)
 
@@ -204,12 +225,15 @@ FSDP_KEYS = ("exposed_collectives", "copy_kernels", "overlap_slowdown")
 
 
 def _traffic(compute: np.ndarray, n: int, gather: float, reduce: float, copy: float,
-             slowdown: float, depth: int, parts: dict[str, float]) -> np.ndarray:
+             slowdown: float, depth: int, parts: dict[str, float], outer: float = 0.0
+             ) -> np.ndarray:
     """Seconds added to phases of ``compute`` seconds (array, 0 where the phase does not run):
     ``copy`` seconds of copy kernels and the units' collectives pipelined with both
-    (:func:`pipelined_parts`); each part summed into ``parts`` (:data:`FSDP_KEYS`)."""
+    (:func:`pipelined_parts`; ``outer`` on a link of its own); each part summed into
+    ``parts`` (:data:`FSDP_KEYS`)."""
     runs = compute > 0
-    exposed, slowed = pipelined_parts(compute + copy, n, gather, reduce, slowdown, depth)
+    exposed, slowed = pipelined_parts(compute + copy, n, gather, reduce, slowdown, depth,
+                                      outer)
     exposed, slowed = np.where(runs, exposed, 0.0), np.where(runs, slowed, 0.0)
     copies = np.where(runs, copy, 0.0)
     for key, val in zip(FSDP_KEYS, (exposed, copies, slowed), strict=True):
@@ -219,13 +243,14 @@ def _traffic(compute: np.ndarray, n: int, gather: float, reduce: float, copy: fl
 
 def _microbatch_traffic(fwd: np.ndarray, bwd: np.ndarray, n: int, gather: float,
                         reduce: float, outer: float, copies: tuple[float, float], keep: bool,
-                        slowdown: float, depth: int, parts: dict[str, float] | None = None
-                        ) -> tuple[np.ndarray, np.ndarray]:
+                        slowdown: float, depth: int, parts: dict[str, float] | None = None,
+                        apart: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Seconds FSDP adds to one chunk's forward and backward micro-batches when every
     micro-batch gathers (forward, and backward unless the weights were ``keep``-t) and
     reduce-scatters (backward), pipelined with the units' compute (:func:`pipelined`); under
-    HSDP the chunk's last backward also reduces across the instances (``outer``). Parts
-    summed into ``parts``."""
+    HSDP the chunk's last backward also reduces across the instances (``outer``): a stage of
+    its own where it runs on a link ``apart`` from the reduce-scatter's, else in line behind
+    it. Parts summed into ``parts``."""
     parts = {} if parts is None else parts
     fcopy, bcopy = copies
     bgather = 0.0 if keep else gather
@@ -237,15 +262,16 @@ def _microbatch_traffic(fwd: np.ndarray, bwd: np.ndarray, n: int, gather: float,
     last = np.zeros_like(bwd)
     last[runs[-1]] = bwd[runs[-1]]
     rest = np.where(last > 0, 0.0, bwd)
-    b = _traffic(rest, n, bgather, reduce, bcopy, slowdown, depth, parts) \
-        + _traffic(last, n, bgather, reduce + outer, bcopy, slowdown, depth, parts)
+    last_b = _traffic(last, n, bgather, reduce, bcopy, slowdown, depth, parts, outer) if apart \
+        else _traffic(last, n, bgather, reduce + outer, bcopy, slowdown, depth, parts)
+    b = _traffic(rest, n, bgather, reduce, bcopy, slowdown, depth, parts) + last_b
     return f, b
 
 
 def _schedule_traffic(fwd: np.ndarray, bwd: np.ndarray, n: int, gather: float, reduce: float,
                       outer: float, copies: tuple[float, float, float], keep: bool,
-                      slowdown: float, depth: int, parts: dict[str, float] | None = None
-                      ) -> tuple[np.ndarray, np.ndarray]:
+                      slowdown: float, depth: int, parts: dict[str, float] | None = None,
+                      apart: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Seconds FSDP adds to one chunk's forward and backward micro-batches when it syncs
     once per pipeline schedule (PyTorch pipelining, ``torch/distributed/pipelining/stage.py``
     ``backward_maybe_with_nosync``: every backward runs with ``set_requires_gradient_sync``
@@ -253,8 +279,10 @@ def _schedule_traffic(fwd: np.ndarray, bwd: np.ndarray, n: int, gather: float, r
     scatters each parameter group and ``_root_post_backward_final_callback`` makes the
     compute stream wait for them). Weights kept after the forward (``keep``) are gathered on
     the chunk's first forward only; otherwise every forward and backward gathers them. The
-    reduce-scatters of all ``n`` units and their copy-in follow the last backward, in line.
-    Parts summed into ``parts``."""
+    reduce-scatters of all ``n`` units and their copy-in follow the last backward, in line;
+    under HSDP each unit's outer reduction follows its reduce-scatter, beside the next unit's
+    where it runs on a link ``apart`` (``r + o + (n-1) max(r, o)``), else in line
+    (``n (r + o)``). Parts summed into ``parts``."""
     parts = {} if parts is None else parts
     gcopy, rcopy, icopy = copies
     f, b = np.zeros_like(fwd), np.zeros_like(bwd)
@@ -267,9 +295,10 @@ def _schedule_traffic(fwd: np.ndarray, bwd: np.ndarray, n: int, gather: float, r
         f = _traffic(fwd, n, gather, 0.0, gcopy, slowdown, depth, parts)
         b = _traffic(bwd, n, gather, 0.0, rcopy, slowdown, depth, parts)
     if brun.size:
-        b[brun[-1]] += n * (reduce + outer) + icopy
-        parts["exposed_collectives"] = parts.get("exposed_collectives", 0.0) \
-            + n * (reduce + outer)
+        tail = reduce + outer + (n - 1) * max(reduce, outer) if apart and outer > 0 \
+            else n * (reduce + outer)
+        b[brun[-1]] += tail + icopy
+        parts["exposed_collectives"] = parts.get("exposed_collectives", 0.0) + tail
         parts["copy_kernels"] = parts.get("copy_kernels", 0.0) + icopy
     return f, b
 
@@ -297,15 +326,16 @@ def add_fsdp_traffic(w: Workload, topo: Topology, shape: PlanShape,
         for c in range(fwd.shape[1]):
             n = units(shape, s, c, stack.fsdp_units_per_layer)
             gather, reduce, outer = unit_collectives(w, topo, shape, groups, s, c)
+            apart = outer_apart(groups)
             parts: dict[str, float] = {} if breakdown is None else breakdown[s]
             if once:
                 f, b = _schedule_traffic(fwd[s, c], bwd[s, c], n, gather, reduce, outer,
                                          copy_parts(w, topo, shape, s, c, stack), keep,
-                                         slowdown, depth, parts)
+                                         slowdown, depth, parts, apart)
             else:
                 f, b = _microbatch_traffic(fwd[s, c], bwd[s, c], n, gather, reduce, outer,
                                            copy_kernels(w, topo, shape, s, c, stack), keep,
-                                           slowdown, depth, parts)
+                                           slowdown, depth, parts, apart)
             fwd[s, c] += f
             bwd[s, c] += b
             added[0][s, c], added[1][s, c] = f, b
