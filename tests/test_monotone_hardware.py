@@ -49,6 +49,12 @@ CASES = [
     ("llama3-8b", "dgx-h100", {"training.stack": "torchtitan", "training.use_megatron_fsdp": True,
                                "parallelism.pipeline": 2, "parallelism.data": 2,
                                "training.global_batch_size": 16}),
+    # HSDP with one instance per node: the outer all-reduce on the NICs beside the in-node
+    # reduce-scatter (a third pipeline stage, simulator/workload/fsdp.py)
+    ("llama3-8b", "dgx-h100", {"training.stack": "fsdp1", "training.use_megatron_fsdp": True,
+                               "parallelism.tensor": 1, "parallelism.data": 16,
+                               "training.num_distributed_optimizer_instances": 2,
+                               "training.global_batch_size": 16}),
     # PyTorch 2.8's lock-step pipeline slots (AutoModel 2025 release: pipeline.lockstep)
     ("llama3-8b", "dgx-h100", {"training.stack": "nemo-automodel",
                                "training.stack_release": "AutoModel 2025-10",
