@@ -606,6 +606,13 @@ def test_pytorch_pipelining_syncs_fsdp_once_per_schedule():
     per_t = simulate("llama3-8b", "dgx-h100", per_mb, variability=False)
     assert once_t.memory_breakdown_GB["comm_buffers"] > per_t.memory_breakdown_GB["comm_buffers"]
     assert once_t.exposed_comm_s["dp"] != per_t.exposed_comm_s["dp"]
+    # HSDP: each unit's outer reduction follows its reduce-scatter; on a link of its own it
+    # runs beside the next unit's (flow shop), else in line behind it
+    for apart, tail in ((False, 4 * (0.2 + 0.3)), (True, 0.2 + 0.3 + 3 * 0.3)):
+        _, b3 = _schedule_traffic(fwd, bwd, n=4, gather=0.1, reduce=0.2, outer=0.3,
+                                  copies=(0.0, 0.0, 0.0), keep=True, slowdown=0.0, depth=1,
+                                  apart=apart)
+        assert b3[2] == pytest.approx(tail)
 
 
 def test_every_profile_key_is_one_a_run_can_set():
