@@ -162,6 +162,11 @@ def test_hsdp_outer_reduction_overlaps_the_next_reduce_scatter_when_the_instance
     fwd, bwd = np.full((1, 1, 3), n * x / 2), np.full((1, 1, 3), n * x)
     add_fsdp_traffic(p2.workload, p2.topo, shape, p2.groups, fwd, bwd, None)
     assert bwd[0, 0, -1] == pytest.approx(t[0] + pipelined(t, n, a2, r2 + o2, sl)[0])
+    # eight GPUs, two instances of four: both reductions on the node's NVLink, in line
+    _, p8, _ = simulate_resolved(*resolve("llama3-8b", "dgx-h100", {
+        **over, "parallelism.data": 8, "training.global_batch_size": 64,
+        "training.num_distributed_optimizer_instances": 2}), variability=False)
+    assert p8.groups["dp_cp_intra"].span == 0 and not outer_apart(p8.groups)
 
 
 @pytest.mark.parametrize("over, field", [

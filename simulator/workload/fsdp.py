@@ -138,9 +138,11 @@ def unit_collectives(w: Workload, topo: Topology, shape: PlanShape,
 def outer_apart(groups: dict[str, Placement]) -> bool:
     """Whether HSDP's outer reduction runs on a link of its own: every rank of one
     optimizer instance (dense and expert) inside one scale-up domain, so the instance's
-    reduce-scatters stay on NVLink while the outer group crosses domains (module
+    reduce-scatters stay on NVLink, while the outer group crosses domains (an outer group
+    inside the domain shares the GPU's NVLink ports with them: in line; module
     docstring)."""
-    return groups["dp_cp_intra"].span == 0 and groups["edp_intra"].span == 0
+    inner = groups["dp_cp_intra"].span == 0 and groups["edp_intra"].span == 0
+    return inner and groups["dp_cp_inter"].span > 0
 
 
 def pipelined(compute: np.ndarray, n: int, gather: float, reduce: float, slowdown: float,
