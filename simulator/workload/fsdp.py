@@ -34,7 +34,9 @@ HFSDP, ``outer_dp_sharding_strategy: optim``), on a stream of its own that waits
 unit's reduce-scatter (Megatron-FSDP ``megatron_fsdp.py``: ``outer_fsdp_group_grad_reduce``
 only ``is_last_microbatch``, ``hsdp_all_reduce_stream.wait_stream(reduce_scatter_stream)``;
 PyTorch FSDP1 ``torch/distributed/fsdp/_runtime_utils.py`` ``_reduce_grad``: HYBRID_SHARD's
-``all_reduce`` on ``state._all_reduce_stream`` after ``wait_stream(_post_backward_stream)``).
+``all_reduce`` on ``state._all_reduce_stream`` after ``wait_stream(_post_backward_stream)``;
+FSDP2 ``_fully_shard/_fsdp_collectives.py`` ``foreach_reduce``: ``all_reduce_stream.wait_stream(
+reduce_scatter_stream)``, then the all-reduce on it).
 Where the instance sits inside one scale-up domain (NVLink) and the outer group crosses
 them, the two streams use different links, so unit ``i``'s outer reduction ``o`` runs
 beside unit ``i + 1``'s reduce-scatter: a third pipeline stage,
@@ -43,7 +45,8 @@ beside unit ``i + 1``'s reduce-scatter: a third pipeline stage,
 
 (paced by the slowest of the in-domain link, the inter-domain link and the compute; the
 last unit's reduce-scatter and outer reduction are exposed). Where the instance itself
-spans domains, both reductions share the NIC and that phase's ``r`` is their sum.
+spans domains (both reductions share the NICs), or the outer group stays inside one (both
+share the GPU's NVLink ports), that phase's ``r`` is their sum (:func:`outer_apart`).
 
 Other stacks (``training.stack``, stacks/*.yaml ``fsdp``) run the same pipeline with
 their own rules: ``units_per_layer`` (DeepSpeed ZeRO-3 fetches and releases each
