@@ -246,6 +246,13 @@ def _traffic(compute: np.ndarray, n: int, gather: float, reduce: float, copy: fl
     return exposed + slowed + copies
 
 
+def _last_reductions(reduce: float, outer: float, apart: bool) -> tuple[float, float]:
+    """(in-line reduction, reduction on a link of its own) seconds per unit of the backward
+    that also reduces across HSDP instances: the outer one beside the next unit's reduce-
+    scatter where it runs ``apart``, else in line behind it."""
+    return (reduce, outer) if apart else (reduce + outer, 0.0)
+
+
 def _microbatch_traffic(fwd: np.ndarray, bwd: np.ndarray, n: int, gather: float,
                         reduce: float, outer: float, copies: tuple[float, float], keep: bool,
                         slowdown: float, depth: int, parts: dict[str, float] | None = None,
@@ -267,9 +274,9 @@ def _microbatch_traffic(fwd: np.ndarray, bwd: np.ndarray, n: int, gather: float,
     last = np.zeros_like(bwd)
     last[runs[-1]] = bwd[runs[-1]]
     rest = np.where(last > 0, 0.0, bwd)
-    last_b = _traffic(last, n, bgather, reduce, bcopy, slowdown, depth, parts, outer) if apart \
-        else _traffic(last, n, bgather, reduce + outer, bcopy, slowdown, depth, parts)
-    b = _traffic(rest, n, bgather, reduce, bcopy, slowdown, depth, parts) + last_b
+    r, o = _last_reductions(reduce, outer, apart)
+    b = _traffic(rest, n, bgather, reduce, bcopy, slowdown, depth, parts) \
+        + _traffic(last, n, bgather, r, bcopy, slowdown, depth, parts, o)
     return f, b
 
 
@@ -300,8 +307,8 @@ def _schedule_traffic(fwd: np.ndarray, bwd: np.ndarray, n: int, gather: float, r
         f = _traffic(fwd, n, gather, 0.0, gcopy, slowdown, depth, parts)
         b = _traffic(bwd, n, gather, 0.0, rcopy, slowdown, depth, parts)
     if brun.size:
-        tail = reduce + outer + (n - 1) * max(reduce, outer) if apart and outer > 0 \
-            else n * (reduce + outer)
+        r, o = _last_reductions(reduce, outer, apart)
+        tail = r + o + (n - 1) * max(r, o)
         b[brun[-1]] += tail + icopy
         parts["exposed_collectives"] = parts.get("exposed_collectives", 0.0) + tail
         parts["copy_kernels"] = parts.get("copy_kernels", 0.0) + icopy
