@@ -170,8 +170,7 @@ def pipelined_parts(compute: np.ndarray, n: int, gather: float, reduce: float,
         return np.zeros_like(compute), np.zeros_like(compute)
     x = compute / n
     if prefetch <= 0:
-        total = n * gather + (n - 1) * np.maximum(np.maximum(reduce, outer), x) + x \
-            + reduce + outer
+        total = n * gather + (n - 1) * np.maximum(max(reduce, outer), x) + x + reduce + outer
         slowed = slowdown * np.minimum(n * (reduce + outer), compute)
     else:
         total = gather + (n - 1) * np.maximum(max(comm, outer), x) + x + reduce + outer
