@@ -36,8 +36,15 @@ Returns the achieved fraction of the GPU's dense bf16 peak (dimensionless) for o
 Tile fill: a query row's work grows with the keys it sees, ``s_eff`` (the key length,
 half of it under a causal mask), and fixed per-tile costs (softmax rescaling, loads of Q,
 the epilogue) amortise over it: ``s_eff / (s_eff + s_half)`` with ``s_half`` = 512 keys
-causal and 160 non-causal (FA3 Fig. 5, H100 bf16 hdim 128: causal forward reaches ~1/3 of
-its 16K rate at 512 tokens and ~0.85 at 4K; non-causal ~0.77 at 512). Head dim:
+causal and 160 non-causal. The model gives a causal kernel ~1/3 of its 16K rate at 512
+tokens and ~0.85 at 4K, a non-causal one ~0.77 at 512. That is the forward + backward pair,
+which the backward dominates (2.5x the FLOPs): the causal forward alone fills faster
+(FA3 Figs. 5-6 bar labels, H100 bf16 hdim 128: causal forward 0.47 of the 16K rate at 512
+and 0.94 at 4K for FA3, 0.57 and 0.95 for FA2) and the backward slower (non-causal: 0.56
+at 512 for FA3, 0.66 for FA2). The causal 512 is what the forward + backward benchmarks on
+H200 below give (:data:`CUDNN_H200`: rms 1 % with it; :data:`FA2_H200`: 4K at 0.79 of the
+64K rate, the model 0.81), and the non-causal 160 is checked on the unmasked cuDNN points
+(within 6 %; tests/test_attention_hopper.py). Head dim:
 ``d / (d + 32)`` relative to 128 (FA3 Fig. 5: hdim 64 runs at ~0.8, hdim 256 at ~1.1 of
 hdim 128).
 
