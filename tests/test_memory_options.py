@@ -352,3 +352,57 @@ def test_standalone_mtp_stage_as_megatron_cores_documented_example():
     r = simulate("deepseek-v3", "dgx-h100", {
         **DSV3_PP16_VP2, "parallelism.pipeline_model_parallel_layout": "Et*3|(tt|)*29,m|L"})
     assert r.step_time_s > 0 and r.fits_in_memory in (True, False)
+
+
+FSDP = {**TP1, "training.use_megatron_fsdp": True,
+        "training.data_parallel_sharding_strategy": "optim_grads_params"}
+
+
+@pytest.mark.parametrize("stack", ["torchtitan", "fsdp1", "composer", "nemo-automodel"])
+def test_pytorch_fsdp_holds_the_main_copy_as_the_sharded_parameter(h100, stack):
+    # PyTorch FSDP1 / FSDP2: no 16-bit shard beside the main copy, and the sharded gradient
+    # in the main copy's dtype whatever the reduce dtype (simulator/memory/states.py):
+    # 4 + 4 + 8 = 16 bytes a parameter built in fp32, sharded over the 8 ranks
+    for reduce_fp32 in (True, False):
+        w = load_workload("llama3-8b", {**FSDP, "training.stack": stack,
+                                        "training.grad_reduce_in_fp32": reduce_fp32})
+        st, n = _states(w, h100)
+        assert st.parameters == 0.0
+        assert st.gradients == pytest.approx(4 * n / 8)
+        assert st.optimizer == pytest.approx(12 * n / 8)
+    # loaded in bf16 with bf16 moments (NeMo AutoModel's pure-bf16 recipes): 2 + 2 + 4 = 8
+    w = load_workload("llama3-8b", {**FSDP, "training.stack": stack,
+                                    "training.use_precision_aware_optimizer": True,
+                                    "training.main_params_dtype": "bf16",
+                                    "training.exp_avg_dtype": "bf16",
+                                    "training.exp_avg_sq_dtype": "bf16"})
+    st, n = _states(w, h100)
+    assert st.parameters + st.gradients + st.optimizer == pytest.approx(8 * n / 8)
+
+
+@pytest.mark.parametrize("stack", ["megatron", "deepspeed"])
+def test_megatron_fsdp_and_zero3_keep_a_16_bit_shard_beside_the_fp32_one(h100, stack):
+    w = load_workload("llama3-8b", {**FSDP, "training.stack": stack})
+    st, n = _states(w, h100)
+    assert st.parameters == pytest.approx(2 * n / 8)
+    assert st.gradients == pytest.approx(4 * n / 8)
+    assert st.optimizer == pytest.approx(12 * n / 8)
+
+
+def test_pytorch_fsdp_main_copy_rule_needs_sharded_weights(h100):
+    # ZeRO-2-style sharding (optim_grads): the full 16-bit weights stay on every rank
+    w = load_workload("llama3-8b", {**FSDP, "training.stack": "torchtitan",
+                                    "training.data_parallel_sharding_strategy": "optim_grads"})
+    st, n = _states(w, h100)
+    assert st.parameters == pytest.approx(2 * n)
+
+
+def test_pytorch_fsdp_lora_keeps_the_frozen_base_in_16_bit(h100):
+    w = load_workload("llama3-8b", {**FSDP, "training.stack": "nemo-automodel",
+                                    "training.peft": "lora"})
+    st = estimate_memory(w, h100).stages[0]
+    sp = stage_params(w, partition_layers(w), 0)
+    assert sp.frozen > 0
+    assert st.parameters == pytest.approx(2 * sp.frozen / 8)  # the adapters: main copy only
+    trained = sp.total - sp.frozen
+    assert st.gradients == pytest.approx(4 * trained / 8)

@@ -14,6 +14,7 @@ from ..config.stacks import FSDP_NAMES, run_stack
 from ..hardware import Topology
 from ..memory import COMPONENTS, MemoryReport, estimate_memory
 from ..memory.model import capacity_text
+from ..memory.states import torch_fsdp_holds_main_only
 from .common import (
     add_config_arguments,
     add_format_argument,
@@ -72,10 +73,14 @@ def _states_line(w: Workload) -> str:
     if k > 1:
         shard += (" over all instances" if tr.outer_dp_sharding_strategy == "optim"
                   else f" in each of {k} instances, replicated across them")
-    text = (f"{tr.precision} compute, weights {weights}, grads "
-            f"{'fp32' if tr.grads_in_fp32 else 'bf16'}, optimizer {optim} ({shard})")
+    grads = "fp32" if tr.grads_in_fp32 else "bf16"
+    impl = run_stack(tr).fsdp_impl
+    if torch_fsdp_holds_main_only(tr, impl):  # simulator/memory/states.py
+        weights = f"{tr.main_params_dtype} main copy only (PyTorch FSDP)"
+        grads = tr.main_params_dtype
+    text = f"{tr.precision} compute, weights {weights}, grads {grads}, optimizer {optim} ({shard})"
     if tr.use_megatron_fsdp:
-        impl = FSDP_NAMES[run_stack(tr).fsdp_impl]
+        impl = FSDP_NAMES[impl]
         text += f", {impl} {tr.sharding}" + (" (HSDP)" if k > 1 else "")
     if tr.cpu_offloading:
         text += f", {tr.cpu_offloading_num_layers} layers' activations offloaded to host"

@@ -31,13 +31,27 @@ from ..config.workload import Workload
 from ..errors import ConfigError
 from ..hardware import Topology
 from ..moe import is_moe_layer
+from ..precision import DTYPE_BYTES
 from ..schedules import schedule_of
-from ..shape.params import expert_data_parallel, layer_params, stage_layer_indices, stage_tables
+from ..shape.params import (
+    StageParams,
+    expert_data_parallel,
+    layer_params,
+    stage_layer_indices,
+    stage_tables,
+)
 from ..shape.partition import Partition
 from ..shape.plan_shape import PlanShape, local_seq, plan_shape
 from .activations import BYTES_16, moe_load
 from .stage_activations import stage_activations
-from .states import FP8_BYTES, fp8_copy_bytes, grad_bytes, optimizer_bytes, weight_bytes
+from .states import (
+    FP8_BYTES,
+    fp8_copy_bytes,
+    grad_bytes,
+    optimizer_bytes,
+    torch_fsdp_holds_main_only,
+    weight_bytes,
+)
 
 GB = 1e9
 COMPONENTS = ("parameters", "fp8_weight_copies", "gradients", "optimizer", "activations",
@@ -223,6 +237,11 @@ def _trainable_share(sp) -> float:
     return sp.trainable.total / sp.total if sp.total else 1.0
 
 
+def _frozen(sp: StageParams) -> StageParams:
+    """The frozen part of ``sp`` (LoRA's base weights; none in full training)."""
+    return StageParams(dense=sp.frozen, expert=sp.frozen_expert)
+
+
 def _split(per_param: float, sp, shard: tuple[int, int]) -> float:
     """Bytes of a state of ``per_param`` bytes per parameter, its dense and expert parts
     split ``shard`` ways."""
@@ -253,6 +272,9 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | PlanShap
     if tr.params_sharded:  # Megatron-FSDP caches at most the gathered weights' FP8 transposes
         copies = FP8_BYTES if tr.keep_fp8_transpose_cache and copies else 0.0
     grads, optim = grad_bytes(tr), optimizer_bytes(tr)
+    main_only = torch_fsdp_holds_main_only(tr, run_stack(tr).fsdp_impl)
+    if main_only:  # the sharded parameter is the main copy; its gradient takes its dtype
+        grads = DTYPE_BYTES[tr.main_params_dtype]
     comm = comm_buffer_bytes(w, expert_load_factor)
     stages = []
     for stage in range(partition.num_stages):
@@ -260,7 +282,8 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | PlanShap
         acts = stage_activations(w, partition, stage, load)
         stages.append(StageMemory(
             stage=stage,
-            parameters=_split(weights, sp, p_shard),
+            # under PyTorch FSDP only the frozen weights hold a 16-bit shard of their own
+            parameters=_split(weights, _frozen(sp) if main_only else sp, p_shard),
             fp8_weight_copies=copies * sp.total,  # of the gathered (whole) weights
             # frozen weights (LoRA's base) have neither gradients nor optimizer states
             gradients=_split(grads, sp.trainable, g_shard),

@@ -26,6 +26,22 @@ distributed optimizer, ``6 + 12/d`` with it):
   ``exp_avg_sq_dtype`` (Megatron-Core ``--use-precision-aware-optimizer``; fp8 moments 1
   byte). Sharded over the data x context ranks by the distributed optimizer (expert
   parameters over the expert-data-parallel ranks).
+
+PyTorch FSDP (stack profiles ``fsdp.implementation: fsdp1 | fsdp2``) with sharded weights
+keeps no 16-bit weight apart from the optimizer's main copy: the sharded parameter is the
+module's parameter, in the dtype the model was built in, and the optimizer steps it.
+FSDP2 casts to ``MixedPrecisionPolicy.param_dtype`` only the all-gather input
+(``torch/distributed/fsdp/_fully_shard/_fsdp_param.py``, ``ShardedState.SHARDED``: the
+sharded parameter "is the only contributor to parameter memory"). FSDP1 frees its
+low-precision shard ``_mp_shard`` after each all-gather (``_flat_param.py``,
+``FlatParamHandle.post_unshard``). The sharded gradient takes the parameter's dtype too,
+whatever the reduce dtype: FSDP1 ``_runtime_utils._cast_grad_to_param_dtype``; FSDP2
+``_fsdp_collectives.foreach_reduce``, ``_to_dtype_if_needed(reduce_output, orig_dtype)``.
+So a trained parameter holds the main copy, a gradient of its dtype and the moments:
+16 bytes when the model is built in fp32 (torchtitan, fms-fsdp, Composer), 8 when it is
+loaded in bf16 with bf16 moments (NeMo AutoModel). Megatron-FSDP and DeepSpeed ZeRO-3 keep
+a 16-bit shard beside the fp32 one. Frozen weights (LoRA's base) keep their 16-bit shard
+(:func:`torch_fsdp_holds_main_only`).
 """
 
 from __future__ import annotations
@@ -60,3 +76,9 @@ def optimizer_bytes(tr: TrainingConfig) -> float:
     (12 for fp32 Adam)."""
     return (DTYPE_BYTES[tr.main_params_dtype] + DTYPE_BYTES[tr.exp_avg_dtype]
             + DTYPE_BYTES[tr.exp_avg_sq_dtype])
+
+
+def torch_fsdp_holds_main_only(tr: TrainingConfig, fsdp_impl: str) -> bool:
+    """Whether trained parameters hold only the main copy (no separate 16-bit weight) and a
+    gradient of its dtype: PyTorch FSDP1 / FSDP2 with sharded weights (module docstring)."""
+    return tr.params_sharded and fsdp_impl in ("fsdp1", "fsdp2")
