@@ -14,7 +14,7 @@ from ..config.stacks import FSDP_NAMES, run_stack
 from ..hardware import Topology
 from ..memory import COMPONENTS, MemoryReport, estimate_memory
 from ..memory.model import capacity_text
-from ..memory.states import torch_fsdp_holds_main_only
+from ..memory.states import optimizer_states, torch_fsdp_holds_main_only
 from .common import (
     add_config_arguments,
     add_format_argument,
@@ -67,7 +67,9 @@ def _states_line(w: Workload) -> str:
     """Precision of weights, grads and optimizer state, and offloading, in one line."""
     tr = w.training
     weights = "fp8 (fp8_param_gather)" if tr.fp8_param_gather else "16-bit"
-    optim = "/".join((tr.main_params_dtype, tr.exp_avg_dtype, tr.exp_avg_sq_dtype))
+    optim = "/".join((tr.main_params_dtype, *optimizer_states(tr)))
+    if tr.optimizer != "adam":
+        optim = f"{tr.optimizer} {optim}"
     shard = "distributed" if tr.optimizer_sharded else "replicated"
     k = tr.num_distributed_optimizer_instances
     if k > 1:

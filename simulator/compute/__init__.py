@@ -79,12 +79,16 @@ def memory_time(nbytes: float, gpu: GPU) -> float:
         + gpu.kernel_overhead_s
 
 
-def optimizer_time(params: float, gpu: GPU) -> float:
-    """Seconds for a fused Adam step over ``params`` local parameters.
+def optimizer_time(params: float, gpu: GPU, states: int = 2) -> float:
+    """Seconds for a fused optimizer step over ``params`` local parameters.
 
     Mixed-precision Adam reads fp32 master weight, two fp32 moments and the
     fp32 gradient, writes the three states and the bf16 weight: 16 B read +
     14 B written = 30 bytes per parameter (Rajbhandari et al. 2020 ZeRO,
-    mixed-precision state layout; Apex/TE fused Adam is bandwidth bound).
+    mixed-precision state layout; Apex/TE fused Adam is bandwidth bound). With
+    ``states`` moments in general (Adam 2, Lion and SGD with momentum 1, plain SGD 0:
+    :func:`simulator.memory.states.optimizer_states`): ``2 * (4 + 4 * states) + 4 + 2``
+    bytes, every state read and written once. The states are taken in fp32 whatever
+    the precision-aware dtypes (the step is a small share of a sharded step).
     """
-    return memory_time(30.0 * params, gpu)
+    return memory_time((2.0 * (4.0 + 4.0 * states) + 6.0) * params, gpu)

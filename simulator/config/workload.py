@@ -43,6 +43,7 @@ MtpDepth = integer(ge=0, le=16)
 Capacity = real(gt=0, le=1000)
 Skew = real(ge=0, le=100)
 Dropout = real(ge=0, lt=1)
+Momentum = real(ge=0, lt=1)
 LoraRank = integer(gt=0, le=MAX_WIDTH)
 ClampValue = real(gt=0, le=1e6)
 Headroom = real(ge=0, le=1e6)
@@ -326,6 +327,14 @@ class TrainingConfig(Schema):
     main_grads_dtype: Literal["fp32", "bf16"] | None = None  # None: per grad_reduce_in_fp32
     exp_avg_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = "fp32"
     exp_avg_sq_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = "fp32"
+    # Megatron-Core --optimizer and --sgd-momentum (megatron/training/arguments.py, NVIDIA/
+    # Megatron-LM d98e8a64: adam default, sgd, lion; its muon and soap, whose Newton-Schulz
+    # and preconditioner compute is not costed here, are not offered). State per parameter
+    # beside the main copy (simulator/memory/states.py): Adam's two moments (exp_avg,
+    # exp_avg_sq), Lion's one (exp_avg), SGD's momentum buffer (exp_avg_dtype) unless
+    # sgd_momentum is 0.
+    optimizer: Literal["adam", "sgd", "lion"] = "adam"
+    sgd_momentum: Momentum = 0.9
     # --fp8-param-gather (NeMo: fp8_params): weights stored in FP8, no bf16 copy.
     fp8_param_gather: bool = False
     # Megatron-Core --fp8-recipe (Megatron-Bridge: fp8 "delayed" / "cs" = tensorwise / "mx"

@@ -24,8 +24,10 @@ distributed optimizer, ``6 + 12/d`` with it):
 * **optimizer**: main (master) parameters and Adam's two moments, 4 + 4 + 4 bytes, or the
   precision-aware optimizer's ``main_params_dtype``, ``exp_avg_dtype``,
   ``exp_avg_sq_dtype`` (Megatron-Core ``--use-precision-aware-optimizer``; fp8 moments 1
-  byte). Sharded over the data x context ranks by the distributed optimizer (expert
-  parameters over the expert-data-parallel ranks).
+  byte). ``training.optimizer`` (Megatron-Core ``--optimizer``) sets the moments: Lion and
+  SGD with momentum keep one (:func:`optimizer_states`). Sharded over the data x context
+  ranks by the distributed optimizer (expert parameters over the expert-data-parallel
+  ranks).
 
 PyTorch FSDP (stack profiles ``fsdp.implementation: fsdp1 | fsdp2``) with sharded weights
 keeps no 16-bit weight apart from the optimizer's main copy: the sharded parameter is the
@@ -71,11 +73,23 @@ def grad_bytes(tr: TrainingConfig) -> float:
     return 4.0 if tr.grads_in_fp32 else 2.0
 
 
+def optimizer_states(tr: TrainingConfig) -> tuple[str, ...]:
+    """The dtypes of the per-parameter states the optimizer keeps beside the main copy:
+    Adam's ``exp_avg`` and ``exp_avg_sq`` (Kingma and Ba 2015, Algorithm 1); Lion's one
+    momentum ``exp_avg`` (Chen et al. 2023, "Symbolic Discovery of Optimization
+    Algorithms", Program 1: it tracks only the momentum); SGD's momentum buffer unless
+    ``sgd_momentum`` is 0 (``torch.optim.SGD``: no buffer without momentum)."""
+    if tr.optimizer == "adam":
+        return (tr.exp_avg_dtype, tr.exp_avg_sq_dtype)
+    if tr.optimizer == "lion" or tr.sgd_momentum > 0:
+        return (tr.exp_avg_dtype,)
+    return ()
+
+
 def optimizer_bytes(tr: TrainingConfig) -> float:
-    """Bytes per parameter of the optimizer state before sharding: main params + moments
-    (12 for fp32 Adam)."""
-    return (DTYPE_BYTES[tr.main_params_dtype] + DTYPE_BYTES[tr.exp_avg_dtype]
-            + DTYPE_BYTES[tr.exp_avg_sq_dtype])
+    """Bytes per parameter of the optimizer state before sharding: main params + the
+    optimizer's states (12 for fp32 Adam, 8 for fp32 Lion or SGD with momentum)."""
+    return DTYPE_BYTES[tr.main_params_dtype] + sum(DTYPE_BYTES[d] for d in optimizer_states(tr))
 
 
 def torch_fsdp_holds_main_only(tr: TrainingConfig, fsdp_impl: str) -> bool:

@@ -3,7 +3,9 @@
 A Megatron distributed checkpoint holds, per unique parameter, the bf16 weight (2 B), the
 fp32 master copy (4 B) and Adam's two fp32 moments (8 B): 14 bytes (Rajbhandari et al.
 2020, ZeRO, Sec. 3.1: 16 B of model state per parameter, of which the 2 B fp16 gradient is
-not saved). Unique parameters come from the per-GPU counts of
+not saved). Another optimizer (``training.optimizer``) saves its own states: 2 + 4 + 4 B a
+fp32 state (:func:`bytes_per_param`: 10 for Lion or SGD with momentum, 6 for plain SGD).
+Unique parameters come from the per-GPU counts of
 :func:`simulator.shape.params.stage_params`: a stage's dense parameters are sharded
 over TP (and replicated over DP x CP), its expert parameters over EP x expert-TP.
 For Llama 3 405B that is 5.7 TB, 346 MB per GPU on 16,384 GPUs, inside the 1 MB - 4 GB per
@@ -21,10 +23,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import TopologyConfig, Workload
+from ..memory.states import optimizer_states
 from ..shape.params import StageParams
 
 BYTES_PER_PARAM = 14.0  # bf16 weight + fp32 master + 2 fp32 Adam moments
 GB = 1e9
+
+
+def bytes_per_param(w: Workload) -> float:
+    """Checkpoint bytes per unique parameter: bf16 weight, fp32 master and the optimizer's
+    fp32 states (14 for Adam, the module docstring)."""
+    return 2.0 + 4.0 + 4.0 * len(optimizer_states(w.training))
 
 
 def unique_parameters(w: Workload, stages: list[StageParams]) -> float:
@@ -45,7 +54,7 @@ class Checkpoint:
     @classmethod
     def of(cls, w: Workload, t: TopologyConfig, stages: list[StageParams],
            async_save: bool) -> Checkpoint:
-        size = unique_parameters(w, stages) * BYTES_PER_PARAM
+        size = unique_parameters(w, stages) * bytes_per_param(w)
         n = w.parallelism.num_gpus
         nodes = -(-n // (t.reliability.gpus_per_node or t.tiers[0].size))
         st = t.storage

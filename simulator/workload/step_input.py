@@ -47,7 +47,7 @@ from ..config.stacks import run_stack
 from ..config.workload import Workload
 from ..engine import EngineInput
 from ..hardware import Placement, Topology
-from ..memory.states import weight_bytes
+from ..memory.states import optimizer_states, weight_bytes
 from .blocking_p2p import engine_p2p, p2p_seconds
 from .layout import strides
 from .ops import dims
@@ -166,7 +166,8 @@ def engine_input(w: Workload, topo: Topology, shape: PlanShape, groups: dict[str
                                     tr.optimizer_sharded, grad_bytes, split, g["edp_inter"]))
         buckets.append([[t for t, _ in chunk] for chunk in row])
         sizes.append([[b for _, b in chunk] for chunk in row])
-        opt.append(optimizer_time(sp.dense / dense_shard + sp.expert / edp, topo.gpu))
+        opt.append(optimizer_time(sp.dense / dense_shard + sp.expert / edp, topo.gpu,
+                                  len(optimizer_states(tr))))
         gather, gathered = 0.0, (sp.dense + sp.expert) * wbytes
         # ZeRO-3 keeps the weights sharded: the next forward gathers them (workload/fsdp.py)
         if tr.optimizer_sharded and not tr.params_sharded:
