@@ -82,8 +82,7 @@ def _states_line(w: Workload) -> str:
         grads = tr.main_params_dtype
     text = f"{tr.precision} compute, weights {weights}, grads {grads}, optimizer {optim} ({shard})"
     if tr.use_megatron_fsdp:
-        impl = FSDP_NAMES[impl]
-        text += f", {impl} {tr.sharding}" + (" (HSDP)" if k > 1 else "")
+        text += f", {FSDP_NAMES[impl]} {tr.sharding}" + (" (HSDP)" if k > 1 else "")
     if tr.cpu_offloading:
         text += f", {tr.cpu_offloading_num_layers} layers' activations offloaded to host"
     if tr.peft == "lora":

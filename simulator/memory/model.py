@@ -33,13 +33,7 @@ from ..hardware import Topology
 from ..moe import is_moe_layer
 from ..precision import DTYPE_BYTES
 from ..schedules import schedule_of
-from ..shape.params import (
-    StageParams,
-    expert_data_parallel,
-    layer_params,
-    stage_layer_indices,
-    stage_tables,
-)
+from ..shape.params import expert_data_parallel, layer_params, stage_layer_indices, stage_tables
 from ..shape.partition import Partition
 from ..shape.plan_shape import PlanShape, local_seq, plan_shape
 from .activations import BYTES_16, moe_load
@@ -237,11 +231,6 @@ def _trainable_share(sp) -> float:
     return sp.trainable.total / sp.total if sp.total else 1.0
 
 
-def _frozen(sp: StageParams) -> StageParams:
-    """The frozen part of ``sp`` (LoRA's base weights; none in full training)."""
-    return StageParams(dense=sp.frozen, expert=sp.frozen_expert)
-
-
 def _split(per_param: float, sp, shard: tuple[int, int]) -> float:
     """Bytes of a state of ``per_param`` bytes per parameter, its dense and expert parts
     split ``shard`` ways."""
@@ -283,7 +272,7 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | PlanShap
         stages.append(StageMemory(
             stage=stage,
             # under PyTorch FSDP only the frozen weights hold a 16-bit shard of their own
-            parameters=_split(weights, _frozen(sp) if main_only else sp, p_shard),
+            parameters=_split(weights, sp.frozen_part if main_only else sp, p_shard),
             fp8_weight_copies=copies * sp.total,  # of the gathered (whole) weights
             # frozen weights (LoRA's base) have neither gradients nor optimizer states
             gradients=_split(grads, sp.trainable, g_shard),

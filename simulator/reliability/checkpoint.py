@@ -26,7 +26,6 @@ from ..config import TopologyConfig, Workload
 from ..memory.states import optimizer_states
 from ..shape.params import StageParams
 
-BYTES_PER_PARAM = 14.0  # bf16 weight + fp32 master + 2 fp32 Adam moments
 GB = 1e9
 
 

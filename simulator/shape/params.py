@@ -54,6 +54,11 @@ class StageParams:
         return StageParams(dense=self.dense - self.frozen,
                            expert=self.expert - self.frozen_expert)
 
+    @property
+    def frozen_part(self) -> StageParams:
+        """The frozen parameters alone (LoRA's base weights; none in full training)."""
+        return StageParams(dense=self.frozen, expert=self.frozen_expert)
+
 
 def _mlp_params(w: Workload, ffn: int) -> float:
     return (3 if w.model.gated_linear_unit else 2) * w.model.hidden_size * ffn
