@@ -87,6 +87,16 @@ def test_frozen_gemms_run_only_their_data_gradient():
     assert {o.name for o in wgrad_ops(fwd)} == {n + "_wgrad" for n in base if "_lora_" in n}
 
 
+
+def test_a_frozen_embedding_runs_no_backward():
+    # the embedding's backward is its weight gradient (token ids take none): LoRA freezes it
+    w, t = _w()
+    full, _ = _w({"training.peft": "none"})
+    topo = Topology.from_config(t)
+    assert ChunkCoster(w, topo).embed[1].duration == 0.0
+    assert ChunkCoster(full, topo).embed[1].duration > 0.0
+    assert ChunkCoster(w, topo).embed[0].duration == ChunkCoster(full, topo).embed[0].duration
+
 def test_model_flops_are_forward_plus_data_gradient():
     w, _ = _w()
     seq = forward_flops_per_sequence(w)

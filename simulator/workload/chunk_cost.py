@@ -28,6 +28,8 @@ from ..errors import ConfigError
 from ..hardware import Topology
 from ..memory.activations import activation_bytes_per_layer
 from ..moe import is_moe_layer
+from ..shape.lora import enabled as lora_enabled
+from ..shape.plan_shape import plan_shape
 from .context import make_attention
 from .cost import CostContext, Phase, TimedOp, cost_ops
 from .layout import group_layout
@@ -42,7 +44,6 @@ from .ops import (
     output_forward,
     recompute_ops,
 )
-from ..shape.plan_shape import plan_shape
 from .wgrad import wgrad_time
 
 
@@ -85,7 +86,10 @@ class ChunkCoster:
         self.offload_layers = tr.cpu_offloading_num_layers if tr.cpu_offloading else 0
         self.offload = self._offload_waits(topo) if self.offload_layers else None
         emb, out = embedding_forward(w), output_forward(w)
-        self.embed = (cost_ops(emb, self.ctx), cost_ops(backward_of(emb), self.ctx))
+        # the embedding's backward is its weight gradient (the token ids have none): a frozen
+        # table (LoRA trains adapters only, simulator/workload/lora.py) runs no backward
+        self.embed = (cost_ops(emb, self.ctx),
+                      cost_ops([] if lora_enabled(w) else backward_of(emb), self.ctx))
         self.output = (cost_ops(out, self.ctx), cost_ops(backward_of(out), self.ctx))
         # W (weight-gradient GEMMs) of each kind of block, for B/W-split schedules
         self.w_moe_base = wgrad_time(moe_fwd, self.ctx) if self.moe else 0.0

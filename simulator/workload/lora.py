@@ -29,7 +29,8 @@ Hu et al. 2021 ("LoRA", arXiv:2106.09685, Sec. 4.1): a linear ``Y = X W`` (``W``
   adapter's output into the base output (read two, write one). Backward: the adapters'
   GEMMs run their data and weight gradients; the frozen base GEMMs, the output layer's
   included, run only the data gradient (half their usual backward; no weight gradient to
-  defer under zero-bubble schedules). The add's backward passes the gradient through (no
+  defer under zero-bubble schedules), and the frozen embedding, whose backward is its weight
+  gradient, runs none (:mod:`.chunk_cost`). The add's backward passes the gradient through (no
   kernel).
 * **memory**: the frozen weights are held in 16 bits with no gradient or optimizer state;
   the adapters carry the run's gradient and optimizer bytes. Activations add, per adapter
