@@ -29,6 +29,14 @@ Returns the achieved fraction of the GPU's dense bf16 peak (dimensionless) for o
   sequence ones from within 2.5 % to +2 .. +6 % (a choice between two sources by the
   validation error, stated as such). A100 179.5 TFLOP/s = 0.575 of 312
   (Azure, same file; within Dao 2023's "50-73 % of the theoretical maximum").
+* ``triton``: FlashAttention in Triton, flash-attention's experimental
+  ``flash_attn_triton.py`` (2022; "only been tested on A100"), which llm-foundry vendors as
+  ``llmfoundry/models/layers/flash_attn_triton.py`` for MPT's ``attn_impl: triton``.
+  Measured against FlashAttention-2 on A100 by Dao 2023 (Sec. 4.1: FlashAttention-2 "is
+  around 1.3-1.5x faster than FlashAttention in Triton in the forward pass and around 2x
+  faster in the backward pass"): forward at 1/1.4, backward at 1/2 of ``fa2``'s A100 rate,
+  0.547 of it over forward + 2.5x backward FLOPs. No other GPU has a figure: on one it is an
+  error naming ``training.attention_family``.
 * ``fa3``: FlashAttention-3 (Hopper only): forward 600-660 and backward 450-550 TFLOP/s at
   head dim 128 and 8K-16K (Shah et al. 2024, Figs. 5-6, read off the plots, +-10 %), 0.55
   of 989 over forward + 2.5x backward FLOPs.
@@ -136,9 +144,10 @@ by query heads.
 
 from __future__ import annotations
 
+from ..errors import ConfigError
 from ..hardware import GPU
 
-FAMILIES = ("te", "cudnn", "fa2", "fa3")
+FAMILIES = ("te", "cudnn", "fa2", "fa3", "triton")
 # Saturated efficiency (fraction of dense bf16 peak) by family and architecture; sources
 # in the module docstring. A family without a figure for an architecture falls back to te.
 MEASURED = {
@@ -147,6 +156,9 @@ MEASURED = {
     ("fa3", "hopper"): 0.55,
     ("fa2", "blackwell"): 0.17,
 }
+# FlashAttention in Triton against FlashAttention-2 on A100 (forward, backward rate ratios;
+# Dao 2023 Sec. 4.1: FA2 1.3-1.5x faster forward, taken at 1.4, and 2x faster backward)
+TRITON_VS_FA2_A100 = (1.0 / 1.4, 1.0 / 2.0)
 S_HALF_CAUSAL = 512.0  # keys per query row at which a causal kernel runs at half rate
 S_HALF_FULL = 160.0  # same, no mask
 # Mean keys per row at which a sliding-window kernel runs at half rate (module docstring).
@@ -230,6 +242,10 @@ def fwd_bwd_rate(fwd: float, bwd: float) -> float:
     return 3.5 / (1.0 / fwd + 2.5 / bwd)
 
 
+MEASURED[("triton", "ampere")] = (MEASURED[("fa2", "ampere")]
+                                  * fwd_bwd_rate(*TRITON_VS_FA2_A100))
+
+
 def head_factor(d: float) -> float:
     """Rate at head dim ``d`` relative to 128: ``(d/(d+32)) / (128/160)``."""
     return (d / (d + D_HALF)) / (128.0 / (128.0 + D_HALF)) if d > 0 else 1.0
@@ -251,6 +267,10 @@ def kernel_efficiency(family: str, gpu: GPU, s_k: float, d: float, causal: bool,
     docstring.
     """
     a = arch(gpu)
+    if family == "triton" and a != "ampere":
+        raise ConfigError("training.attention_family", family,
+                          f"is FlashAttention in Triton, measured on A100 only (Dao 2023); "
+                          f"on {gpu.name} use fa2, fa3 or cudnn")
     fill = window_fill(s_k) if window else tile_fill(s_k * (0.5 if causal else 1.0), causal, a)
     measured = MEASURED.get((family, a))
     if measured is None and a in KERNEL_SOURCED:  # te / cudnn: the topology's kernel figure

@@ -80,7 +80,7 @@ from .recompute import DEFAULT_MODULES, MODULES
 from .workload import ParallelConfig
 
 DEFAULT = "megatron"
-FAMILIES = ("te", "fa2", "fa3", "cudnn")
+FAMILIES = ("te", "fa2", "fa3", "cudnn", "triton")
 FSDP_IMPLS = ("megatron_fsdp", "fsdp2", "fsdp1", "zero3")
 # how reports name each implementation
 FSDP_NAMES = {"megatron_fsdp": "Megatron-FSDP", "fsdp2": "FSDP2", "fsdp1": "FSDP1",

@@ -435,9 +435,10 @@ class TrainingConfig(Schema):
     # The stack's release as published (e.g. "NeMo 24.03"): profiles may pick kernels by it.
     stack_release: str | None = None
     # The attention kernel the run configured where it is not the stack's default (e.g. a
-    # Hugging Face attn_implementation "sdpa" = FlashAttention-2): te, fa2, fa3 or cudnn;
+    # Hugging Face attn_implementation "sdpa" = FlashAttention-2): te, fa2, fa3, cudnn or
+    # triton (FlashAttention in Triton, llm-foundry's attn_impl: triton; A100 only);
     # None: the stack's (simulator/config/stacks.py run_stack).
-    attention_family: Literal["te", "fa2", "fa3", "cudnn"] | None = None
+    attention_family: Literal["te", "fa2", "fa3", "cudnn", "triton"] | None = None
     # torch.compile on (true): elementwise ops fused, the profile's eager byte factors not
     # applied; None / false: the profile as stated.
     torch_compile: bool | None = None
