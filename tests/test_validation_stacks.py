@@ -199,8 +199,8 @@ def test_torchtitan_nvfp4_doc_gb200_memory_and_bf16_step(records):
 
 
 @pytest.mark.xfail(strict=True, reason="the doc's MXFP8 row reserves 5.45 GiB more than its "
-                   "bf16 row; the model's MXFP8 adds 0.7 GiB (torchao's MXFP8 linear saves the "
-                   "same bf16 inputs), so the row is 5.1 % low: validation/analysis.md")
+                   "bf16 row; the model's MXFP8 adds 0.7 GiB, and what the run holds beyond that "
+                   "was not found, so the row is 5.1 % low: validation/analysis.md")
 def test_torchtitan_nvfp4_doc_mxfp8_memory_as_published():
     assert _nvfp4_doc_memory_GiB()["titan-nvfp4-doc-8b-gb200-mxfp8"] == pytest.approx(
         179.94, rel=0.05)
