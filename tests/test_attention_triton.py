@@ -61,3 +61,17 @@ def test_triton_has_no_figure_beyond_a100(topology, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "training.attention_family" in err and "Traceback" not in err
+
+
+def test_the_three_lists_of_attention_families_agree():
+    # the kernel model, the stack profiles and the schema each name the families (the config
+    # package cannot import the kernel model without a cycle): they must stay one list
+    from typing import get_args
+
+    from simulator.compute.attention import FAMILIES as KERNELS
+    from simulator.config.stacks import FAMILIES as PROFILES
+    from simulator.config.workload import TrainingConfig
+
+    schema = set(get_args(get_args(TrainingConfig.model_fields["attention_family"]
+                                   .annotation)[0]))
+    assert set(KERNELS) == set(PROFILES) == schema

@@ -333,11 +333,11 @@ def add_fsdp_traffic(w: Workload, topo: Topology, shape: PlanShape,
     depth = stack.prefetch_depth
     once = once_per_schedule(w, stack)
     keep = not stack.reshards(w.parallelism.pipeline)
+    apart = outer_apart(groups)  # one placement for every stage and chunk
     for s in range(fwd.shape[0]):
         for c in range(fwd.shape[1]):
             n = units(shape, s, c, stack.fsdp_units_per_layer)
             gather, reduce, outer = unit_collectives(w, topo, shape, groups, s, c)
-            apart = outer_apart(groups)
             parts: dict[str, float] = {} if breakdown is None else breakdown[s]
             if once:
                 f, b = _schedule_traffic(fwd[s, c], bwd[s, c], n, gather, reduce, outer,
