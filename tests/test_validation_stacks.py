@@ -413,3 +413,24 @@ def test_a_malformed_case_file_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["--folder", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "plausible.training.micro_batch_size" in err
+
+
+def test_glm_130b_rows_are_the_logged_throughput_of_a_fully_recomputed_run():
+    # THUDM/GLM-130B logs/main-log-en.md: 134 TFLOPS at 88.5 s (GBS 4224) and 141 TFLOPS at
+    # 122.5 s (GBS 6144) on 768 GPUs, 48 and 50 samples/s. Narayanan et al.'s Eq. 3 counts the
+    # recompute forward; GeGLU at 32768 = 8h/3 has the 8 h^2 FFN weights it assumes, so the
+    # model's own FLOPs (4/3 of the layers + the logits) give the same count
+    from simulator.metrics.flops import model_flops_per_step
+    from simulator.validation.cases import narayanan_flops
+    cases = {c.id: c for c in load_cases(FOLDER) if c.id.startswith("glm-130b")}
+    logged = {"glm-130b-768g-gbs4224": (134, 48), "glm-130b-768g-gbs6144": (141, 50)}
+    assert set(cases) == set(logged)
+    for cid, (tflops, samples) in logged.items():
+        c = cases[cid]
+        w, _ = resolve(c.spec["workload"], c.topology, c.spec["overrides"], c.topology_overrides)
+        eq3 = narayanan_flops(w)
+        assert eq3 / (768 * c.measured) / 1e12 == pytest.approx(tflops, abs=0.5)
+        assert w.training.global_batch_size / c.measured == pytest.approx(samples, abs=0.5)
+        s, h, V = w.model.seq_length, w.model.hidden_size, w.model.vocab_size
+        logits = 6.0 * w.training.global_batch_size * s * h * V
+        assert 4 / 3 * (model_flops_per_step(w) - logits) + logits == pytest.approx(eq3, rel=1e-12)
