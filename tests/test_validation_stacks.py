@@ -434,3 +434,12 @@ def test_glm_130b_rows_are_the_logged_throughput_of_a_fully_recomputed_run():
         s, h, V = w.model.seq_length, w.model.hidden_size, w.model.vocab_size
         logits = 6.0 * w.training.global_batch_size * s * h * V
         assert 4 / 3 * (model_flops_per_step(w) - logits) + logits == pytest.approx(eq3, rel=1e-12)
+
+
+def test_the_gpu_column_names_a_renamed_part(records):
+    # the A100-40GB runs (GPT-NeoX-20B, GLM-130B) rename the part in their overrides; fms-fsdp
+    # only restates the network of the same 80 GB part; a shipped part carries no mark
+    gpu = {r["id"]: r["gpu"] for r in records}
+    assert gpu["glm-130b-768g-gbs4224"] == gpu["gpt-neox-20b-96g"] == "dgx-a100 (A100-SXM4-40GB)*"
+    assert gpu["fms-fsdp-7b-a100"] == "dgx-a100*"
+    assert gpu["mtnlg-530b-2240g"] == "dgx-a100"

@@ -156,6 +156,16 @@ def left_out(cases: list[Case], folder: Path = FOLDER) -> dict[str, tuple[Case, 
     return out
 
 
+def _part(c) -> str:
+    """The report's GPU column: the shipped topology, with a ``*`` where the group's
+    ``topology_overrides`` state how the part its source ran on differs, and the part's name
+    where they rename it (``gpu.name``: A100-SXM4-40GB on a DGX A100 node)."""
+    if not c.topology_overrides:
+        return c.topology
+    name = c.topology_overrides.get("gpu.name")
+    return f"{c.topology} ({name})*" if name else f"{c.topology}*"
+
+
 def predict_all(folder: Path = FOLDER) -> list[dict]:
     """One record per case: id, group, stack, source, GPU, band, measured, predicted (s),
     the plan searched for where the group asks for the best one (``best_of``), and where
@@ -179,8 +189,7 @@ def predict_all(folder: Path = FOLDER) -> list[dict]:
         pred, plan = best_plan(c)
         rec = {"id": c.id, "group": c.group, "stack": m["stack"], "release": m["release"],
                "source": m["source_id"],
-               # "*": on the part the source ran on (the group's topology_overrides)
-               "gpu": c.topology + ("*" if c.topology_overrides else ""), "band": band(_seq(c)),
+               "gpu": _part(c), "band": band(_seq(c)),
                "measured": c.measured, "predicted": pred, "plan": plan,
                "error": pred / c.measured - 1.0}
         if shipped is not None:
