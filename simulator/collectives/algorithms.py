@@ -40,12 +40,17 @@ def ring_bandwidth(place: Placement, topo: Topology, nbytes: float) -> float:
     spread over the ``per_tier[i-1]`` members there: the crossing carries
     ``per_tier[i-1] * B_i`` (nccl-tests PERFORMANCE.md: busbw reflects the
     slowest link; NVIDIA/nccl #812: 8 x 24 GB/s = 192 GB/s per DGX A100 node).
-    Inside the domain the ring runs at the scale-up tier's bandwidth ``B_0``.
+    Inside the domain the ring runs at the scale-up tier's bandwidth ``B_0``, times
+    :meth:`Tier.peer_share` of the ``l`` members there: 1 behind a switch, ``(l-1)/(N-1)`` on
+    a directly wired mesh of ``N`` GPUs, where the group's rings (channels) can only lay
+    themselves over the links between its own members.
     """
     n = place.size
+    t0 = topo.tiers[0]
+    inside = t0.peer_share(place.local) * tier_bandwidth(t0, nbytes, n)
     if place.span == 0:
-        return tier_bandwidth(topo.tiers[0], nbytes, n)
-    links = [tier_bandwidth(topo.tiers[0], nbytes, n)] if place.local > 1 else []
+        return inside
+    links = [inside] if place.local > 1 else []
     for i in range(1, place.span + 1):
         links.append(place.per_tier[i - 1] * tier_bandwidth(topo.tiers[i], nbytes, n))
     return min(links)
@@ -83,7 +88,8 @@ def ring_time(op: str, nbytes: float, place: Placement, topo: Topology) -> float
     steps = ring_steps(op, n)
     moved = steps / n * nbytes
     transfer = moved / ring_bandwidth(place, topo, nbytes)
-    ll = topo.tiers[place.span].ll_busbw if place.span == 0 else 0.0
+    t0 = topo.tiers[0]
+    ll = t0.ll_busbw * t0.peer_share(n) if place.span == 0 else 0.0
     if ll > 0:  # NCCL's tuner takes LL where its flat, lower bandwidth is faster
         transfer = min(transfer, moved / ll)
     return transfer + steps * span_latency(place, topo) + base_latency(place, topo)
@@ -165,12 +171,15 @@ def hierarchical_time(op: str, nbytes: float, place: Placement, topo: Topology) 
 def alltoall_bandwidths(place: Placement, topo: Topology, nbytes: float) -> tuple[float, float]:
     """(intra-domain, cross-domain) all-to-all bandwidth per GPU, bytes/s.
 
-    Intra: the scale-up tier at ``alltoall_efficiency``. Cross: all-to-all
+    Intra: the scale-up tier at ``alltoall_efficiency``, times :meth:`Tier.peer_share` of
+    the group's members in the domain (on a directly wired mesh each GPU sends to its
+    ``l - 1`` peers over their own links, ``l - 1`` of its ``N - 1``). Cross: all-to-all
     cannot aggregate NICs, each GPU runs at about one NIC's bandwidth
     (nccl-tests #267), the slowest tier crossed, oversubscription included.
     """
     t0, n = topo.tiers[0], place.size
-    intra = t0.bandwidth * t0.alltoall_efficiency * t0.size_efficiency(nbytes, n)
+    intra = (t0.bandwidth * t0.alltoall_efficiency * t0.size_efficiency(nbytes, n)
+             * t0.peer_share(place.local))
     cross = min((t.bandwidth * t.alltoall_efficiency / t.oversubscription
                  * t.size_efficiency(nbytes, n)) for t in topo.tiers[1:place.span + 1]) \
         if place.span > 0 else intra
@@ -215,7 +224,7 @@ def alltoall_time_rows(send: np.ndarray, place: Placement, topo: Topology) -> np
                                            ** t.curve_exponent), 1.0)
 
     t0 = topo.tiers[0]
-    intra = t0.bandwidth * t0.alltoall_efficiency * curve(t0)
+    intra = t0.bandwidth * t0.alltoall_efficiency * curve(t0) * t0.peer_share(local)
     cross = reduce(np.minimum, (t.bandwidth * t.alltoall_efficiency / t.oversubscription
                                 * curve(t) for t in topo.tiers[1:place.span + 1])) \
         if place.span > 0 else intra
@@ -229,10 +238,14 @@ def alltoall_time_rows(send: np.ndarray, place: Placement, topo: Topology) -> np
 def send_recv_time(nbytes: float, place: Placement, topo: Topology) -> float:
     """Point-to-point transfer, s: ``alpha + S / B`` on the slowest tier the pair crosses.
 
-    One GPU's own link (one NIC across nodes, no aggregation), Hockney model.
+    One GPU's own link (one NIC across nodes, no aggregation), Hockney model; inside a
+    directly wired mesh, the one link bundle to the peer (:meth:`Tier.peer_share` of 2).
     """
     tiers = topo.tiers[: place.span + 1] if place.span > 0 else topo.tiers[:1]
     # No size curve: a single transfer has no ring pipeline to fill; the alpha term
     # carries the fixed cost (Hockney 1994).
-    bw = min(t.achievable for t in (tiers[1:] or tiers))
+    if place.span == 0:
+        bw = tiers[0].achievable * tiers[0].peer_share(2)
+    else:
+        bw = min(t.achievable for t in tiers[1:])
     return span_latency(place, topo) + base_latency(place, topo) + nbytes / bw

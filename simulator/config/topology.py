@@ -109,6 +109,12 @@ class TierConfig(Schema):
     # NCCL's low-latency (LL) protocol: no pipeline ramp, a fraction of the link (NCCL
     # tuning.cc: ring LL busBw = 1/4 of Simple); a ring takes the faster protocol.
     ll_busbw_GBps: Rate | None = None
+    # The domain's GPUs are wired to each other directly, one link bundle per peer, with no
+    # switch (AMD MI300X / MI355X xGMI, 4-GPU HGX boards): ``bandwidth_GBps`` is the sum over
+    # the ``size - 1`` peers, and a group of ``l`` GPUs in one domain reaches only the
+    # ``l - 1`` bundles to its own members (ROCm/rccl README, "Improving performance on MI300
+    # when using less than 8 GPUs"). Innermost tier only; no NVLS (no switch to reduce in).
+    full_mesh: bool = False
     sources: dict[str, str] = Field(default_factory=dict)
 
 
@@ -258,6 +264,14 @@ class TopologyConfig(Schema):
             if tier.nvls_link_bound and not (tier.nvls_busbw_GBps and tier.nvls_ranks):
                 raise ConfigError(f"tiers[{i}].nvls_link_bound", True,
                                   "needs nvls_busbw_GBps and the nvls_ranks it was measured at")
+            if tier.full_mesh and i > 0:
+                raise ConfigError(f"tiers[{i}].full_mesh", True,
+                                  "only the innermost tier (tiers[0], the scale-up domain) "
+                                  "can be a directly wired mesh")
+            if tier.full_mesh and (tier.nvls_busbw_GBps or tier.size < 2):
+                raise ConfigError(f"tiers[{i}].full_mesh", True,
+                                  "needs size >= 2 and no nvls_busbw_GBps (a mesh has no "
+                                  "switch to reduce in)")
         for i in range(1, len(self.tiers)):
             inner, outer = self.tiers[i - 1], self.tiers[i]
             if outer.size % inner.size:

@@ -96,11 +96,28 @@ class Tier:
     nvls_link_bound: bool = False  # NVLS algbw grows as n/(n+1) (each GPU's link bounds it)
     base_latency_s: float = 0.0  # once per collective, s (NCCL tuning.cc baseLat)
     ll_busbw: float = 0.0  # LL protocol ring bus bandwidth, bytes/s; 0: not modelled
+    full_mesh: bool = False  # GPUs wired to each other directly (no switch)
 
     @property
     def achievable(self) -> float:
         """Large-message ring bandwidth per GPU per direction, bytes/s."""
         return self.bandwidth * self.efficiency / self.oversubscription
+
+    def peer_share(self, members: int) -> float:
+        """Fraction of a GPU's ``bandwidth`` a group of ``members`` GPUs of one domain can use
+        (dimensionless).
+
+        1 on a switched tier (any GPU reaches the switch at its full rate). On a
+        ``full_mesh`` tier a GPU's bandwidth is the sum of ``size - 1`` equal peer links and a
+        group reaches only the ``members - 1`` links to its own members: ``(members - 1) /
+        (size - 1)``. RCCL says so for MI300X ("When using less than 8 GPUs, one can only
+        achieve a fraction of the potential bandwidth", ROCm/rccl README, PR #1270), and its
+        rings (channels) over different link orders are what let a full group use all
+        ``size - 1`` (AMD MI300X platform datasheet: 7 dedicated xGMI links per GPU).
+        """
+        if not self.full_mesh or self.size < 2 or members < 2:
+            return 1.0
+        return min(members - 1, self.size - 1) / (self.size - 1)
 
     def size_efficiency(self, nbytes: float, ranks: int = 0) -> float:
         """Fraction of ``achievable`` reached by a message of ``nbytes`` bytes.
@@ -285,4 +302,5 @@ def _tier(t: TierConfig) -> Tier:
         curve_ranks=t.curve_ranks or 0, base_latency_s=t.base_latency_us * US,
         nvls_ranks=t.nvls_ranks or 0, nvls_link_bound=t.nvls_link_bound,
         ll_busbw=t.ll_busbw_GBps * GB if t.ll_busbw_GBps else 0.0,
+        full_mesh=t.full_mesh,
     )

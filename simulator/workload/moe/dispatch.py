@@ -118,7 +118,8 @@ class Dispatcher:
         (the NVLink volume includes the forwarding of received RDMA tokens). Scalars or
         arrays over draws."""
         tiers = self.topo.tiers
-        t = nvl * elem / (tiers[0].bandwidth * tiers[0].deepep_efficiency)
+        t = nvl * elem / (tiers[0].bandwidth * tiers[0].deepep_efficiency
+                          * tiers[0].peer_share(self.place.local))
         if len(tiers) > 1:
             span = tiers[1:self.place.span + 1] or tiers[1:2]
             bw = min(x.bandwidth * x.deepep_efficiency / x.oversubscription for x in span)
