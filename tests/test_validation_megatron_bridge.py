@@ -31,7 +31,7 @@ def _memory(case, **extra):
 
 
 def test_each_run_states_its_recipe_and_fits(cases):
-    assert len(cases) == 35
+    assert len(cases) == 36
     assert sum(bool(c.spec["workload"]["training"].get("use_megatron_fsdp"))
                for c in cases) == 8
     for c in cases:
@@ -109,10 +109,11 @@ def test_sft_mxfp8_costs_what_it_measured(cases):
 
 
 def test_step_times_within_the_bar(cases):
-    # now: median 2.7 %, max 8.4 % but for the known gap (the 25.11 and 26.02.01 releases ran
+    # now: median 2.8 %, max 9.8 % but for the known gap (the 25.11 and 26.02.01 releases ran
     # the FSDP 70B plan 7-10 % faster than 25.09 and 26.02; GB200's 26.x Llama 3.1 405B FP8
     # runs got 6 % faster from 26.02 to 26.04 while their MXFP8 twins did not; the GB200 SFT
-    # FP8 run is 8.4 % slower than predicted); bar: every case within 12 %, median within 5 %
+    # FP8 run is 8.2 % slower than predicted; the 26.10 64-GPU 405B MXFP8 run at TP 8 is 9.8 %
+    # faster); bar: every case within 12 %, median within 5 %
     errors = {c.id: predict_step_time(c) / c.measured - 1 for c in cases}
     assert all(abs(e) <= 0.12 for k, e in errors.items() if k not in KNOWN_GAPS), errors
     assert statistics.median(abs(e) for e in errors.values()) <= 0.05, errors
