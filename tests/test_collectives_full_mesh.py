@@ -124,3 +124,22 @@ def test_schema_refuses_a_mesh_it_cannot_price(tier, extra, field):
     with pytest.raises(ConfigError) as err:
         load_topology(cfg)
     assert field in str(err.value)
+
+
+def test_calibrate_reads_a_two_gpu_log_as_one_link(tmp_path):
+    """An rccl-tests log on 2 of a node's MI300X, made by the model at a per-link efficiency of
+    0.65, calibrates back to 0.65: the fit prices the pair over its one link. Priced as a
+    switch (all 7 links), the same log would fit about 0.65 / 7."""
+    from simulator.calibrate import calibrate, synthetic
+
+    truth = load_topology("mi300x").model_dump()
+    truth["tiers"][0]["efficiency"] = 0.65
+    log = tmp_path / "all_reduce_perf_2gpu.txt"
+    log.write_text(synthetic.nccl_table(truth, "all_reduce", 2, 2,
+                                        sizes=[2**i for i in range(20, 34)]))
+    st = calibrate("mi300x", [log], min_bytes=2**20, compare=False).stages[0]
+    assert st.values["tiers.0.efficiency"] == pytest.approx(0.65, rel=0.02)
+    switched = load_topology("mi300x").model_dump()
+    switched["tiers"][0]["full_mesh"] = False
+    st = calibrate(switched, [log], min_bytes=2**20, compare=False).stages[0]
+    assert st.values["tiers.0.efficiency"] == pytest.approx(0.65 / 7, rel=0.02)
