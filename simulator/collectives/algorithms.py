@@ -89,7 +89,7 @@ def ring_time(op: str, nbytes: float, place: Placement, topo: Topology) -> float
     moved = steps / n * nbytes
     transfer = moved / ring_bandwidth(place, topo, nbytes)
     t0 = topo.tiers[0]
-    ll = t0.ll_busbw * t0.peer_share(n) if place.span == 0 else 0.0
+    ll = t0.ll_busbw * t0.peer_share(place.local) if place.span == 0 else 0.0
     if ll > 0:  # NCCL's tuner takes LL where its flat, lower bandwidth is faster
         transfer = min(transfer, moved / ll)
     return transfer + steps * span_latency(place, topo) + base_latency(place, topo)
