@@ -110,7 +110,7 @@ class TierConfig(Schema):
     # tuning.cc: ring LL busBw = 1/4 of Simple); a ring takes the faster protocol.
     ll_busbw_GBps: Rate | None = None
     # The domain's GPUs are wired to each other directly, one link bundle per peer, with no
-    # switch (AMD MI300X / MI355X xGMI, 4-GPU HGX boards): ``bandwidth_GBps`` is the sum over
+    # switch (AMD MI300X / MI355X xGMI): ``bandwidth_GBps`` is the sum over
     # the ``size - 1`` peers, and a group of ``l`` GPUs in one domain reaches only the
     # ``l - 1`` bundles to its own members (ROCm/rccl README, "Improving performance on MI300
     # when using less than 8 GPUs"). Innermost tier only; no NVLS (no switch to reduce in).
