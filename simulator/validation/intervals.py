@@ -220,6 +220,7 @@ def logo_outcomes(records: list[dict], gpu: float, coverage: float = COVERAGE) -
 
 SET_TITLES = {"scaling": "validation/scaling (later-release H100 tables, never fitted)",
               "megatron_bridge": "validation/megatron_bridge (never fitted)",
+              "mlperf": "validation/mlperf (MLPerf Training logs, never fitted)",
               "cv": "cross-validation (source, else group, left out of the refit)",
               "moe": "MoE runs no constant was fitted on",
               "stacks": "validation/stacks (other stacks, long sequence, small-model FP8; no "
