@@ -1,6 +1,7 @@
 """MLPerf Training submission logs (validation/mlperf/): out of sample, no constant fitted on
-them. NVIDIA's GPT-3 175B runs of v4.0 on 512 and 10,752 / 11,616 DGX H100, their step times
-read from the logs' training blocks and their plans from the submission's config files."""
+them. NVIDIA's v4.0 GPT-3 175B runs on 512 and 10,752 / 11,616 DGX H100 and Llama 2 70B LoRA
+runs on one DGX H100, one HGX H200 and 64 / 1,024 H100, their step times read from the logs
+and their plans from the submission's config files."""
 
 from __future__ import annotations
 
@@ -27,21 +28,69 @@ def _with(case, **over):
     return replace(case, spec={**case.spec, "overrides": {**case.spec["overrides"], **over}})
 
 
+ONE_NODE_LORA = "mlperf40-llama2-70b-lora-h100-8g"
+CP2_LORA = ("mlperf40-llama2-70b-lora-h100-64g", "mlperf40-llama2-70b-lora-h100-1024g")
+
+
+def _memory(c):
+    w, t = resolve(c.spec["workload"], c.topology, c.spec["overrides"])
+    return estimate_memory(w, Topology.from_config(t))
+
+
 def test_each_run_states_its_recipe_and_fits(cases):
-    assert len(cases) == 3
+    assert len(cases) == 7
     for c in cases.values():
         assert "training_results_v4.0" in c.source and c.recipe["source"], c.id
-        w, t = resolve(c.spec["workload"], c.topology, c.spec["overrides"])
-        rep = estimate_memory(w, Topology.from_config(t))
+        if c.id == ONE_NODE_LORA:
+            continue  # test_the_one_node_h100_lora_run_fits
+        rep = _memory(c)
         assert rep.fits, f"{c.id}: {rep.explain()}"
 
 
+def test_the_one_node_h100_lora_run_is_within_2_percent_of_the_device():
+    """Predicted 86.4 GB against the 85.5 GB (81,559 MiB) its log reports; it ran, so the
+    model is over by about 1 % (validation/mlperf/README.md)."""
+    rep = _memory(next(c for c in load_cases(FOLDER) if c.id == ONE_NODE_LORA))
+    assert rep.worst.total <= 1.02 * rep.capacity_bytes
+
+
+@pytest.mark.xfail(strict=True, reason="predicted 86.4 GB on an 85.5 GB H100 (about 1 % over); "
+                   "the run fit. Which of the recipe's savings the model misses is not "
+                   "established (validation/mlperf/README.md)")
+def test_the_one_node_h100_lora_run_fits():
+    rep = _memory(next(c for c in load_cases(FOLDER) if c.id == ONE_NODE_LORA))
+    assert rep.fits
+
+
 def test_step_times_within_the_bar(cases):
-    # now: +10.7 % (512 GPUs), -0.5 / -0.4 % (10,752 / 11,616); bar: 12 % each, as the
-    # other never-fitted sets (tests/test_validation_megatron_bridge.py)
+    # now: GPT-3 +10.7 % (512 GPUs), -0.5 / -0.4 % (10,752 / 11,616); LoRA +7.6 % (one H100
+    # node), +4.4 % (one H200 node); bar: 12 % each, as the other never-fitted sets
+    # (tests/test_validation_megatron_bridge.py). The two CP 2 LoRA runs are the known miss
+    # below, held inside it here.
     for cid, c in cases.items():
         err = predict_step_time(c) / c.measured - 1
+        if cid in CP2_LORA:
+            assert -0.15 <= err <= -0.09, (cid, err)
+        else:
+            assert abs(err) <= 0.12, (cid, err)
+
+
+@pytest.mark.xfail(strict=True, reason="context parallelism 2 with FP8 attention under LoRA: "
+                   "the 64- and 1,024-GPU runs take 37 / 45 % more GPU-seconds per sample than "
+                   "the one-node CP 1 run, the model 12 / 19 %; predicted -12.6 / -12.1 %, "
+                   "cause not identified (validation/mlperf/README.md)")
+def test_the_cp2_lora_runs_within_the_bar(cases):
+    for cid in CP2_LORA:
+        err = predict_step_time(cases[cid]) / cases[cid].measured - 1
         assert abs(err) <= 0.12, (cid, err)
+
+
+def test_the_first_h200_training_step(cases):
+    """The H200 LoRA run is the first H200 training step under validation/: h200's constants
+    are dgx-h100's (topologies/h200.yaml); predicted +4.4 %."""
+    c = cases["mlperf40-llama2-70b-lora-h200-8g"]
+    assert c.topology == "h200"
+    assert abs(predict_step_time(c) / c.measured - 1) <= 0.06
 
 
 def test_the_two_largest_runs_scale_as_measured(cases):
