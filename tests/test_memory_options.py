@@ -57,6 +57,22 @@ def test_fp8_weights_and_te_copies(h100, gather, weights, copies):
     assert (st.parameters, st.fp8_weight_copies) == (weights * n, copies * n)
 
 
+@pytest.mark.parametrize("recipe,gather,copies", [
+    ("delayed", False, 1), ("delayed", True, 0), ("tensorwise", False, 1),
+    ("tensorwise", True, 0), ("mxfp8", False, 2), ("mxfp8", True, 1)])
+def test_blackwell_per_tensor_fp8_keeps_no_transposes(recipe, gather, copies):
+    """On a GPU whose FP8 GEMMs take any layout (gpu.fp8_any_layout: B200 / GB200 / GB300),
+    per-tensor FP8 caches only the FP8 copy of a 16-bit weight and nothing for an FP8 weight;
+    MXFP8 scales rows and columns apart and keeps its column-wise copy, as on Hopper."""
+    b200 = Topology.from_config(load_topology("dgx-b200"))
+    assert b200.gpu.fp8_any_layout
+    w = load_workload("llama3-8b", {**TP1, "training.precision": "fp8",
+                                    "training.fp8_recipe": recipe,
+                                    "training.fp8_param_gather": gather})
+    st, n = _states(w, b200)
+    assert st.fp8_weight_copies == copies * n
+
+
 def test_fp8_param_gather_needs_fp8():
     with pytest.raises(ConfigError, match="precision: fp8"):
         load_workload("llama3-8b", {"training.fp8_param_gather": True})

@@ -156,3 +156,18 @@ def test_a_stack_with_few_groups_keeps_the_stack_term():
     assert q_two >= math.sqrt(q_pool ** 2 + (z * TERMS["stack"]) ** 2) - 1e-12
     many = _pool([0.01 * (-1) ** i * i for i in range(12)], stack="torchtitan")
     assert not any("stack" in n for n in band(many, TERMS, tt)[4])
+
+
+def test_one_group_on_a_gpu_keeps_the_gpu_term():
+    """One validated group on a GPU cannot tell the GPU's error from its plan's: a plan on it
+    keeps the gpu widening term, as on an unseen GPU; two groups shed it."""
+    pool = _pool([0.01 * (-1) ** i * i for i in range(12)])
+    b200 = Plan(**{**PLAN.__dict__, "gpu": "B200"})
+    one = [*pool, _rec(0.02, "b0", gpu="B200")]
+    two = [*one, _rec(-0.01, "b1", gpu="B200")]
+    notes_none, (_, q_one, _, _, notes_one) = band(pool, TERMS, b200)[4], band(one, TERMS, b200)
+    assert any("gpu B200 not validated" in n for n in notes_none)
+    assert any("gpu B200 validated by 1 group" in n for n in notes_one)
+    z = 1.2815515655446004
+    assert q_one >= math.sqrt(band(one, TERMS, PLAN)[1] ** 2 + (z * TERMS["gpu"]) ** 2) - 1e-12
+    assert not any("gpu B200" in n for n in band(two, TERMS, b200)[4])

@@ -32,6 +32,7 @@ def _with(case, **over):
 
 ONE_NODE_LORA = "mlperf40-llama2-70b-lora-h100-8g"
 CP2_LORA = ("mlperf40-llama2-70b-lora-h100-64g", "mlperf40-llama2-70b-lora-h100-1024g")
+CP8_LORA = tuple(f"mlperf50-llama2-70b-lora-gb200-{n}g" for n in (72, 144, 512))
 
 
 def _memory(c):
@@ -40,7 +41,7 @@ def _memory(c):
 
 
 def test_each_run_states_its_recipe_and_fits(cases):
-    assert len(cases) == 21
+    assert len(cases) == 26
     for c in cases.values():
         assert "training_results_v4.0" in c.source or "training_results_v5.0" in c.source, c.id
         assert c.recipe["source"] and c.recipe["unknown"], c.id
@@ -75,6 +76,8 @@ def test_step_times_within_the_bar(cases):
         err = predict_step_time(c) / c.measured - 1
         if cid in CP2_LORA:
             assert -0.15 <= err <= -0.09, (cid, err)
+        elif cid in CP8_LORA:
+            assert 0.15 <= err <= 0.25, (cid, err)
         else:
             assert abs(err) <= 0.12, (cid, err)
 
@@ -87,6 +90,34 @@ def test_the_cp2_lora_runs_within_the_bar(cases):
     for cid in CP2_LORA:
         err = predict_step_time(cases[cid]) / cases[cid].measured - 1
         assert abs(err) <= 0.12, (cid, err)
+
+
+@pytest.mark.xfail(strict=True, reason="Ulysses (a2a) context parallelism 8 under LoRA on GB200: "
+                   "measured, a sample costs 29 % more GPU-seconds than on the 8-GPU DP run; the "
+                   "model gives 55 % (smaller GEMMs of 1,024-token shards, the all-to-alls and a "
+                   "per-step wait), so +19 %; cause not identified (validation/mlperf/README.md)")
+def test_the_cp8_lora_runs_within_the_bar(cases):
+    for cid in CP8_LORA:
+        err = predict_step_time(cases[cid]) / cases[cid].measured - 1
+        assert abs(err) <= 0.12, (cid, err)
+
+
+def test_the_blackwell_lora_runs_fit_without_weight_transposes(cases):
+    """The 8-GPU LoRA runs on B200 and GB200 hold the whole 70B model in FP8 on every GPU with
+    the transpose cache on (disable_parameter_transpose_cache False). They ran (allocator peak
+    168.8 in the logs): Blackwell's FP8 GEMMs take any layout, so per-tensor FP8 keeps no
+    transposes (gpu.fp8_any_layout; memory/states.py). With Hopper's TN-only rule the model
+    would put them 69 GB higher and over their devices."""
+    for cid in ("mlperf50-llama2-70b-lora-b200-8g", "mlperf50-llama2-70b-lora-gb200-8g"):
+        c = cases[cid]
+        rep = _memory(c)
+        assert rep.fits and rep.worst.fp8_weight_copies == 0.0, cid
+        w, t = resolve(c.spec["workload"], c.topology, c.spec["overrides"],
+                       {"gpu.fp8_any_layout": False})
+        hopper_rule = estimate_memory(w, Topology.from_config(t))
+        assert not hopper_rule.fits, cid
+        assert hopper_rule.worst.total - rep.worst.total == pytest.approx(69e9, rel=0.01)
+        assert abs(predict_step_time(c) / c.measured - 1) <= 0.05, cid
 
 
 def test_the_first_h200_training_step(cases):

@@ -68,6 +68,10 @@ class GPUConfig(Schema):
     # Board power limit (nvidia-smi -pl), W; None: the TDP (power.gpu_tdp_W). Below the TDP
     # the sustained SM clock and every compute-bound FLOP/s drop (hardware/power.py).
     power_limit_W: Rate | None = None
+    # Whether the FP8 tensor cores take every operand layout (compute capability >= 10:
+    # Blackwell), so per-tensor-scaled FP8 keeps no transposed copies (memory/states.py).
+    # False: Hopper's TN-only FP8 GEMMs.
+    fp8_any_layout: bool = False
     sources: dict[str, str] = Field(default_factory=dict)
 
 

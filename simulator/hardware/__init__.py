@@ -56,6 +56,7 @@ class GPU:
     host_launch_s: float = 0.0
     host_link_bandwidth: float | None = None  # bytes/s per direction, GPU <-> host
     clock_ratio: float = 1.0  # sustained clock under the power limit / default (power.py)
+    fp8_any_layout: bool = False  # FP8 GEMMs take non-TN layouts (Blackwell; memory/states.py)
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for ``dtype`` at the clock the power limit sustains (the
@@ -284,6 +285,7 @@ def _from_config(cfg: TopologyConfig) -> Topology:
         host_link_bandwidth=g.host_link_GBps * GB if g.host_link_GBps else None,
         comm_overlap_slowdown=g.comm_overlap_slowdown,
         host_launch_s=g.host_launch_us * US, clock_ratio=ratio,
+        fp8_any_layout=g.fp8_any_layout,
     )
     cal = cfg.calibration
     note = f"{cfg.name} is {cal.status}: {cal.note}" if cal.status == "uncalibrated" else ""

@@ -13,7 +13,14 @@ distributed optimizer, ``6 + 12/d`` with it):
   subsequent iterations"), so TE keeps each weight's FP8 form across micro-batches: with
   16-bit weights a cached FP8 copy (1 byte) and its transpose (1 byte: Hopper FP8 GEMMs
   take only the TN layout, so the backward needs ``W^T`` in FP8); with FP8 weights only
-  the transpose (1 byte). Megatron-LM commit d98e8a64.
+  the transpose (1 byte). Megatron-LM commit d98e8a64. On a GPU whose FP8 GEMMs take
+  every layout (``gpu.fp8_any_layout``: compute capability 10 and up, Blackwell) a
+  per-tensor-scaled weight (recipes ``delayed``, ``tensorwise``) needs no transpose:
+  Transformer Engine makes the column-wise copy only where ``non_tn_fp8_gemm_supported()``
+  is false (``transformer_engine/pytorch/csrc/extensions/util.cpp``: ``major >= 10``), so
+  the cache is the FP8 copy alone (1 byte) with 16-bit weights and nothing with FP8
+  weights. Block-scaled recipes (``mxfp8``, ``blockwise``) scale the two directions
+  separately and keep both copies on every GPU.
 * **gradients**: Megatron's ``main_grad`` buffer, full size on every rank (the distributed
   optimizer is ZeRO-1): 4 bytes when gradients are accumulated and reduced in fp32 (the
   bf16 default, ``accumulate_allreduce_grads_in_fp32``), 2 when they are reduced in bf16
@@ -60,12 +67,20 @@ def weight_bytes(tr: TrainingConfig) -> float:
     return FP8_BYTES if tr.fp8_param_gather else WEIGHT_BYTES
 
 
-def fp8_copy_bytes(tr: TrainingConfig) -> float:
+# recipes with one scale per tensor: their FP8 data serves both GEMM directions where the
+# tensor cores take every layout (module docstring)
+PER_TENSOR_RECIPES = ("delayed", "tensorwise")
+
+
+def fp8_copy_bytes(tr: TrainingConfig, any_layout: bool = False) -> float:
     """Bytes per parameter of TE's cached FP8 forms: copy + transpose with 16-bit weights,
-    transpose only with FP8 weights, none outside FP8 training."""
+    transpose only with FP8 weights, none outside FP8 training. ``any_layout``: the GPU's
+    FP8 GEMMs take non-TN layouts (``gpu.fp8_any_layout``), so a per-tensor recipe keeps
+    no transpose."""
     if not tr.precision_type.scaled:
         return 0.0
-    return FP8_BYTES if tr.fp8_param_gather else 2 * FP8_BYTES
+    transposes = 0 if any_layout and tr.fp8_recipe in PER_TENSOR_RECIPES else 1
+    return (transposes if tr.fp8_param_gather else 1 + transposes) * FP8_BYTES
 
 
 def grad_bytes(tr: TrainingConfig) -> float:
