@@ -9,4 +9,8 @@ KNOWN_GAPS: dict[str, str] = {
     "mbridge2606-llama3-70b-sft-gb300-32g-mxfp8":
         "tests/test_validation_megatron_bridge.py::test_sft_mxfp8_costs_what_it_measured "
         "(-16.7 %: MXFP8 full training measured 12 % slower than FP8 on GB300, costed alike)",
+    **{f"mlperf50-llama2-70b-lora-gb200-{n}g":
+       "tests/test_validation_mlperf.py::test_the_cp8_lora_runs_within_the_bar (+19 %: "
+       "all-to-all CP 8 under LoRA measured 29 % more GPU-seconds a sample than DP 8, priced 55 %)"
+       for n in (72, 144, 512)},
 }
