@@ -13,4 +13,10 @@ KNOWN_GAPS: dict[str, str] = {
        "tests/test_validation_mlperf.py::test_the_cp8_lora_runs_within_the_bar (+19 %: "
        "all-to-all CP 8 under LoRA measured 29 % more GPU-seconds a sample than DP 8, priced 55 %)"
        for n in (72, 144, 512)},
+    "mlperf51-llama31-8b-gb200-512g":
+        "tests/test_validation_mlperf.py::test_the_512_gpu_8b_runs_within_the_bar (+16 %: a "
+        "0.09 s step, most of the excess the per-step host wait fitted on steps of seconds)",
+    "mlperf51-llama31-8b-h100-cisco-128g":
+        "tests/test_validation_mlperf.py::test_the_cisco_h100_8b_runs_within_the_bar (-32 %: "
+        "TP 2 saves 29 % of Cisco's step as measured, 44 % as priced)",
 }

@@ -251,3 +251,18 @@ def test_trace_names_the_reduction_across_instances():
     grads = [e for e in trace if e.get("ph") == "X" and e["tid"] == THREADS["dp"][0]
              and e["name"].startswith("grad ")]
     assert grads and all(e["name"].endswith("+ all-reduce across 4 instances") for e in grads)
+
+
+def test_ddp_bucket_size_sets_the_bucket_count(h100):
+    """Megatron-Core --ddp-bucket-size: a chunk of P parameters makes ceil(P / size) equal
+    buckets; unset, max(40e6, 1e6 x dp) (here 40e6 at DP 32); below one weight matrix refused."""
+    w = load_workload("llama3-8b", plan(1))
+    g = group_layout(w, h100)
+    args = (g["dp_cp_intra"], h100, True, grad_comm_bytes(w), True, g["dp_cp_inter"])
+    assert len(buckets_of(1e9, D, *args)) == 25
+    big = buckets_of(1e9, D, *args, bucket_size=768e6)
+    assert len(big) == 2 and big[0][1] == pytest.approx(5e8 * grad_comm_bytes(w))
+    w2 = load_workload("llama3-8b", plan(1, **{"training.ddp_bucket_size": 768_000_000}))
+    assert w2.training.ddp_bucket_size == 768_000_000
+    with pytest.raises(ConfigError, match="ddp_bucket_size"):
+        load_workload("llama3-8b", plan(1, **{"training.ddp_bucket_size": 200}))

@@ -7,6 +7,7 @@ submission's config files."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,6 +34,11 @@ def _with(case, **over):
 ONE_NODE_LORA = "mlperf40-llama2-70b-lora-h100-8g"
 CP2_LORA = ("mlperf40-llama2-70b-lora-h100-64g", "mlperf40-llama2-70b-lora-h100-1024g")
 CP8_LORA = tuple(f"mlperf50-llama2-70b-lora-gb200-{n}g" for n in (72, 144, 512))
+# Llama 3.1 8B (v5.1) runs outside the 12 % bar, each held inside its known range here
+SMALL_STEP_MISSES = {"mlperf51-llama31-8b-gb200-512g": (0.12, 0.20),
+                     "mlperf51-llama31-8b-gb300-512g": (0.08, 0.16),
+                     "mlperf51-llama31-8b-h100-cisco-64g": (-0.17, -0.10),
+                     "mlperf51-llama31-8b-h100-cisco-128g": (-0.36, -0.27)}
 
 
 def _memory(c):
@@ -41,9 +47,9 @@ def _memory(c):
 
 
 def test_each_run_states_its_recipe_and_fits(cases):
-    assert len(cases) == 26
+    assert len(cases) == 42
     for c in cases.values():
-        assert "training_results_v4.0" in c.source or "training_results_v5.0" in c.source, c.id
+        assert any(f"training_results_v{r}" in c.source for r in ("4.0", "5.0", "5.1")), c.id
         assert c.recipe["source"] and c.recipe["unknown"], c.id
         if c.id == ONE_NODE_LORA:
             continue  # test_the_one_node_h100_lora_run_fits
@@ -69,15 +75,18 @@ def test_the_one_node_h100_lora_run_fits():
 def test_step_times_within_the_bar(cases):
     # now: GPT-3 +10.7 % (512 GPUs), -0.5 / -0.4 % (10,752 / 11,616); LoRA +7.6 % (one H100
     # node), +4.4 % (one H200 node); Llama 3.1 405B +5.5 / +4.6 / +3.4 / +3.7 / -0.6 % (512 to
-    # 8,192 H100), +6.7 / +6.6 % (H200), -0.4 .. -1.6 % (GB200); bar: 12 % each, as the other never-fitted sets
-    # (tests/test_validation_megatron_bridge.py). The two CP 2 LoRA runs are the known miss
-    # below, held inside it here.
+    # 8,192 H100), +6.7 / +6.6 % (H200), -0.4 .. -1.6 % (GB200); Llama 3.1 8B (v5.1) -4.3 ..
+    # +9.6 % but four; bar: 12 % each, as the other never-fitted sets
+    # (tests/test_validation_megatron_bridge.py). The known misses are held inside their ranges.
     for cid, c in cases.items():
         err = predict_step_time(c) / c.measured - 1
         if cid in CP2_LORA:
             assert -0.15 <= err <= -0.09, (cid, err)
         elif cid in CP8_LORA:
             assert 0.15 <= err <= 0.25, (cid, err)
+        elif cid in SMALL_STEP_MISSES:
+            lo, hi = SMALL_STEP_MISSES[cid]
+            assert lo <= err <= hi, (cid, err)
         else:
             assert abs(err) <= 0.12, (cid, err)
 
@@ -200,3 +209,42 @@ def test_the_multi_node_h200_runs(cases):
         assert abs(predict_step_time(c) / c.measured - 1) <= 0.08, c.id
     assert predict_step_time(b) / predict_step_time(a) == pytest.approx(b.measured / a.measured,
                                                                         abs=0.01)
+
+
+LLAMA8B = "mlperf51-llama31-8b-"
+
+
+def test_the_8b_fp8_runs(cases):
+    """Llama 3.1 8B in FP8 (v5.1), steps of 0.09-0.74 s on GB200, GB300, B200, H200 and H100:
+    the median miss within 6 % (today 5.0 %), and the recipe's DDP bucket size is what the
+    B200 runs need: with Megatron-Core's default buckets (max(40e6, 1e6 x dp) parameters,
+    200 of them at DP 32) the 64-GPU runs come out 17-20 % slow, with the logged 768e6 /
+    134e6 within 2 %."""
+    runs = {cid: c for cid, c in cases.items() if cid.startswith(LLAMA8B)}
+    assert len(runs) == 16
+    errs = {cid: predict_step_time(c) / c.measured - 1 for cid, c in runs.items()}
+    assert statistics.median(abs(e) for e in errs.values()) <= 0.06, errs
+    for cid in ("mlperf51-llama31-8b-b200-oracle-64g", "mlperf51-llama31-8b-b200-verda-64g",
+                "mlperf51-llama31-8b-b200-uf-64g"):
+        default = _with(runs[cid], **{"training.ddp_bucket_size": None})
+        assert abs(errs[cid]) <= 0.02 and predict_step_time(default) / runs[cid].measured > 1.15
+
+
+@pytest.mark.xfail(strict=True, reason="the shortest steps: TP 2 CP 4 on 512 GB200 / GB300, "
+                   "0.09 s, predicted +16 / +12 %; most of the excess is the per-step host wait "
+                   "(topology reliability.host_noise_s, fitted on steps of seconds): without it "
+                   "they come out 41-47 % fast (validation/mlperf/README.md)")
+def test_the_512_gpu_8b_runs_within_the_bar(cases):
+    for gpu in ("gb200", "gb300"):
+        c = cases[f"{LLAMA8B}{gpu}-512g"]
+        assert abs(predict_step_time(c) / c.measured - 1) <= 0.12, c.id
+
+
+@pytest.mark.xfail(strict=True, reason="Cisco's H100 runs (NeMo 2.4, TE 2.5, no CUDA graphs, "
+                   "delayed scaling): measured 0.742 / 0.527 s at DP 64 / TP 2, predicted -13.5 / "
+                   "-31.9 %; TP 2 saves 29 % of the step as measured, 44 % as priced; cause not "
+                   "identified (validation/mlperf/README.md)")
+def test_the_cisco_h100_8b_runs_within_the_bar(cases):
+    for n in (64, 128):
+        c = cases[f"{LLAMA8B}h100-cisco-{n}g"]
+        assert abs(predict_step_time(c) / c.measured - 1) <= 0.12, c.id

@@ -30,6 +30,9 @@ MAX_BATCH = 2**40  # sequences per step
 
 # Bounded numbers (simulator/config/bounds.py: prebuilt schemas, same errors as Field limits).
 PositiveInt = integer(gt=0)
+# smallest --ddp-bucket-size priced (parameters): buckets are split evenly, and below about
+# one weight matrix Megatron-Core's buckets would be whole tensors instead
+MIN_DDP_BUCKET = 1_000_000
 Layers = integer(gt=0, le=MAX_LAYERS)
 Width = integer(gt=0, le=MAX_WIDTH)
 Ffn = integer(gt=0, le=MAX_FFN)
@@ -391,6 +394,10 @@ class TrainingConfig(Schema):
     # step_input.py). Under Megatron-FSDP this is HSDP, and outer_dp_sharding_strategy
     # "optim" also shards the optimizer state across the instances (HFSDP).
     num_distributed_optimizer_instances: PositiveInt = 1
+    # Megatron-Core --ddp-bucket-size (DistributedDataParallelConfig.bucket_size; NeMo and
+    # Megatron-Bridge ddp.bucket_size): parameters per gradient bucket. None: Megatron-Core's
+    # max(40e6, 1e6 x dp) (distributed_data_parallel.py; simulator/workload/step_input.py)
+    ddp_bucket_size: PositiveInt | None = None
     outer_dp_sharding_strategy: Literal["no_shard", "optim"] = "no_shard"
     # Megatron-FSDP keeps the FP8 transposes of the gathered weights across micro-batches
     # (Megatron-Core DDP keep_fp8_transpose_cache; Megatron-Bridge sets it False for FSDP)
@@ -477,6 +484,11 @@ class TrainingConfig(Schema):
                               "needs training.use_megatron_fsdp: true (Megatron-Core reads it "
                               "only under Megatron-FSDP; without it, distributed_optimizer "
                               "decides the sharding)")
+        if self.ddp_bucket_size is not None and self.ddp_bucket_size < MIN_DDP_BUCKET:
+            raise ConfigError("training.ddp_bucket_size", self.ddp_bucket_size,
+                              f"at least {MIN_DDP_BUCKET:,} parameters: a smaller bucket "
+                              "holds one whole weight tensor (Megatron-Core never splits "
+                              "one), which the even bucket split does not model")
         if self.keep_fp8_transpose_cache and not self.use_megatron_fsdp:
             raise ConfigError("training.keep_fp8_transpose_cache", True,
                               "needs training.use_megatron_fsdp: true (a Megatron-FSDP "

@@ -83,12 +83,14 @@ def bucketed(stage: int, chunk: int) -> bool:
 
 def buckets_of(params: float, dp: int, group: Placement, topo: Topology, dist_opt: bool,
                grad_bytes: float = GRAD_BYTES, split: bool = True,
-               inter: Placement | None = None) -> list[tuple[float, float]]:
+               inter: Placement | None = None, bucket_size: float | None = None
+               ) -> list[tuple[float, float]]:
     """(seconds, bytes) of each DDP bucket of a chunk holding ``params`` elements.
 
-    Megatron-Core DDP buckets hold ``max(40e6, 1e6 * dp)`` parameters, ``dp`` the
-    data-parallel size without CP (``distributed_data_parallel.py``: ``max(40000000,
-    1000000 * dp_group.size())``); without ``split`` the chunk is one bucket
+    Megatron-Core DDP buckets hold ``bucket_size`` parameters (``--ddp-bucket-size``), by
+    default ``max(40e6, 1e6 * dp)``, ``dp`` the data-parallel size without CP
+    (``distributed_data_parallel.py``: ``max(40000000, 1000000 * dp_group.size())``);
+    without ``split`` the chunk is one bucket
     (:func:`bucketed`). Each is reduce-scattered (distributed optimizer) or all-reduced
     over ``group``, in fp32 unless ``grad_reduce_in_fp32`` is off (then bf16,
     ``grad_bytes`` = 2). With several optimizer instances ``group`` is one instance and
@@ -98,7 +100,7 @@ def buckets_of(params: float, dp: int, group: Placement, topo: Topology, dist_op
     ranks = group.size * (inter.size if inter is not None else 1)
     if ranks <= 1 or params <= 0:
         return []
-    size = max(40e6, 1e6 * dp) if split else params
+    size = (bucket_size or max(40e6, 1e6 * dp)) if split else params
     n = max(1, math.ceil(params / size))
     op = "reduce_scatter" if dist_opt else "all_reduce"
     nbytes = params / n * grad_bytes
@@ -161,9 +163,11 @@ def engine_input(w: Workload, topo: Topology, shape: PlanShape, groups: dict[str
             split = bucketed(s, c)
             row.append(twin_sum
                        + buckets_of(sp.dense * share, p.data, g["dp_cp_intra"], topo,
-                                    tr.optimizer_sharded, grad_bytes, split, g["dp_cp_inter"])
+                                    tr.optimizer_sharded, grad_bytes, split, g["dp_cp_inter"],
+                                    tr.ddp_bucket_size)
                        + buckets_of(sp.expert * share, p.data, g["edp_intra"], topo,
-                                    tr.optimizer_sharded, grad_bytes, split, g["edp_inter"]))
+                                    tr.optimizer_sharded, grad_bytes, split, g["edp_inter"],
+                                    tr.ddp_bucket_size))
         buckets.append([[t for t, _ in chunk] for chunk in row])
         sizes.append([[b for _, b in chunk] for chunk in row])
         opt.append(optimizer_time(sp.dense / dense_shard + sp.expert / edp, topo.gpu,
