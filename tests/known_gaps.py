@@ -16,6 +16,9 @@ KNOWN_GAPS: dict[str, str] = {
     "mlperf51-llama31-8b-gb200-512g":
         "tests/test_validation_mlperf.py::test_the_512_gpu_8b_runs_within_the_bar (+16 %: a "
         "0.09 s step, most of the excess the per-step host wait fitted on steps of seconds)",
+    "mlperf41-gpt3-175b-h100-256g":
+        "tests/test_validation_mlperf.py::test_the_mbs2_gpt3_runs_within_the_bar (+14.9 %: the "
+        "tuned MBS 2 recipe's FP8 GEMMs run faster than the fitted efficiency prices them)",
     "mlperf51-llama31-8b-h100-cisco-128g":
         "tests/test_validation_mlperf.py::test_the_cisco_h100_8b_runs_within_the_bar (-32 %: "
         "TP 2 saves 29 % of Cisco's step as measured, 44 % as priced)",

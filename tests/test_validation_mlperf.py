@@ -38,7 +38,11 @@ CP8_LORA = tuple(f"mlperf50-llama2-70b-lora-gb200-{n}g" for n in (72, 144, 512))
 SMALL_STEP_MISSES = {"mlperf51-llama31-8b-gb200-512g": (0.12, 0.20),
                      "mlperf51-llama31-8b-gb300-512g": (0.08, 0.16),
                      "mlperf51-llama31-8b-h100-cisco-64g": (-0.17, -0.10),
-                     "mlperf51-llama31-8b-h100-cisco-128g": (-0.36, -0.27)}
+                     "mlperf51-llama31-8b-h100-cisco-128g": (-0.36, -0.27),
+                     # GPT-3 175B at MBS 2 on Eos (v4.1, NeMo 24.09): the recipe's compute is
+                     # faster than the fitted FP8 efficiency prices it
+                     "mlperf41-gpt3-175b-h100-256g": (0.10, 0.18),
+                     "mlperf41-gpt3-175b-h100-512g": (0.09, 0.17)}
 
 
 def _memory(c):
@@ -47,9 +51,9 @@ def _memory(c):
 
 
 def test_each_run_states_its_recipe_and_fits(cases):
-    assert len(cases) == 42
+    assert len(cases) == 47
     for c in cases.values():
-        assert any(f"training_results_v{r}" in c.source for r in ("4.0", "5.0", "5.1")), c.id
+        assert any(f"training_results_v{r}" in c.source for r in ("4.0", "4.1", "5.0", "5.1")), c.id
         assert c.recipe["source"] and c.recipe["unknown"], c.id
         if c.id == ONE_NODE_LORA:
             continue  # test_the_one_node_h100_lora_run_fits
@@ -247,4 +251,15 @@ def test_the_512_gpu_8b_runs_within_the_bar(cases):
 def test_the_cisco_h100_8b_runs_within_the_bar(cases):
     for n in (64, 128):
         c = cases[f"{LLAMA8B}h100-cisco-{n}g"]
+        assert abs(predict_step_time(c) / c.measured - 1) <= 0.12, c.id
+
+
+@pytest.mark.xfail(strict=True, reason="NVIDIA's GPT-3 175B recipe at MBS 2 on Eos (v4.1, NeMo "
+                   "24.09, 256 / 512 H100): +14.9 / +12.9 %; the modelled compute alone exceeds "
+                   "the measured step (9.85 against 9.54 s at 512 GPUs), so the FP8 GEMMs of this "
+                   "tuned recipe run faster than dgx-h100's fitted efficiency; the v4.0 run of "
+                   "the recipe is +10.7 % (validation/mlperf/README.md)")
+def test_the_mbs2_gpt3_runs_within_the_bar(cases):
+    for n in (256, 512):
+        c = cases[f"mlperf41-gpt3-175b-h100-{n}g"]
         assert abs(predict_step_time(c) / c.measured - 1) <= 0.12, c.id
