@@ -73,6 +73,22 @@ def test_blackwell_per_tensor_fp8_keeps_no_transposes(recipe, gather, copies):
     assert st.fp8_weight_copies == copies * n
 
 
+@pytest.mark.parametrize("topology,recipe,gather,copies", [
+    ("dgx-h100", "delayed", True, 0), ("dgx-h100", "tensorwise", True, 0),
+    ("dgx-h100", "delayed", False, 2), ("dgx-b200", "mxfp8", True, 1)])
+def test_uncached_weight_transposes_leave_no_fp8_weight_copies(topology, recipe, gather, copies):
+    """disable_parameter_transpose_cache: a per-tensor FP8 weight's transpose is made in each
+    layer's backward and not kept (TE _Linear.backward, transpose_2d(cache=False)); 16-bit
+    weights still hold their FP8 copy and transpose from forward to backward, and an MXFP8
+    weight its column-wise copy."""
+    w = load_workload("llama3-8b", {**TP1, "training.precision": "fp8",
+                                    "training.fp8_recipe": recipe,
+                                    "training.fp8_param_gather": gather,
+                                    "training.disable_parameter_transpose_cache": True})
+    st, n = _states(w, Topology.from_config(load_topology(topology)))
+    assert st.fp8_weight_copies == copies * n
+
+
 def test_fp8_param_gather_needs_fp8():
     with pytest.raises(ConfigError, match="precision: fp8"):
         load_workload("llama3-8b", {"training.fp8_param_gather": True})

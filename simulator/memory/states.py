@@ -20,7 +20,15 @@ distributed optimizer, ``6 + 12/d`` with it):
   is false (``transformer_engine/pytorch/csrc/extensions/util.cpp``: ``major >= 10``), so
   the cache is the FP8 copy alone (1 byte) with 16-bit weights and nothing with FP8
   weights. Block-scaled recipes (``mxfp8``, ``blockwise``) scale the two directions
-  separately and keep both copies on every GPU.
+  separately and keep both copies on every GPU. Per-tensor FP8 weights under
+  ``disable_parameter_transpose_cache`` keep no copy at all: Transformer Engine makes an FP8
+  primary weight's transpose in the backward and caches it only when it is given
+  ``is_first_microbatch`` (TE v1.7 ``module/linear.py`` ``_Linear.backward``:
+  ``weight.transpose_2d(cache=ctx.is_first_microbatch is not None)``), which Megatron-Core
+  withholds under that flag, so each layer's transpose lives only through its own backward.
+  16-bit weights under the flag still hold their FP8 copy and transpose from each forward to
+  its backward (TE's uncached workspaces), so their peak keeps both; block-scaled FP8
+  weights keep their column-wise copy (no source shows when TE 2's backward frees it).
 * **gradients**: Megatron's ``main_grad`` buffer, full size on every rank (the distributed
   optimizer is ZeRO-1): 4 bytes when gradients are accumulated and reduced in fp32 (the
   bf16 default, ``accumulate_allreduce_grads_in_fp32``), 2 when they are reduced in bf16
@@ -76,9 +84,13 @@ def fp8_copy_bytes(tr: TrainingConfig, any_layout: bool = False) -> float:
     """Bytes per parameter of TE's cached FP8 forms: copy + transpose with 16-bit weights,
     transpose only with FP8 weights, none outside FP8 training. ``any_layout``: the GPU's
     FP8 GEMMs take non-TN layouts (``gpu.fp8_any_layout``), so a per-tensor recipe keeps
-    no transpose."""
+    no transpose; per-tensor FP8 weights under ``disable_parameter_transpose_cache`` keep
+    none either (made in each backward, module docstring)."""
     if not tr.precision_type.scaled:
         return 0.0
+    if (tr.fp8_param_gather and tr.disable_parameter_transpose_cache
+            and tr.fp8_recipe in PER_TENSOR_RECIPES):
+        return 0.0  # made in each layer's backward and not cached (module docstring)
     transposes = 0 if any_layout and tr.fp8_recipe in PER_TENSOR_RECIPES else 1
     return (transposes if tr.fp8_param_gather else 1 + transposes) * FP8_BYTES
 
