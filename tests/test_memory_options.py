@@ -73,18 +73,22 @@ def test_blackwell_per_tensor_fp8_keeps_no_transposes(recipe, gather, copies):
     assert st.fp8_weight_copies == copies * n
 
 
-@pytest.mark.parametrize("topology,recipe,gather,copies", [
-    ("dgx-h100", "delayed", True, 0), ("dgx-h100", "tensorwise", True, 0),
-    ("dgx-h100", "delayed", False, 2), ("dgx-b200", "mxfp8", True, 1)])
-def test_uncached_weight_transposes_leave_no_fp8_weight_copies(topology, recipe, gather, copies):
-    """disable_parameter_transpose_cache: a per-tensor FP8 weight's transpose is made in each
-    layer's backward and not kept (TE _Linear.backward, transpose_2d(cache=False)); 16-bit
-    weights still hold their FP8 copy and transpose from forward to backward, and an MXFP8
-    weight its column-wise copy."""
+@pytest.mark.parametrize("release,topology,recipe,gather,copies", [
+    ("NeMo 24.04", "dgx-h100", "delayed", True, 0), ("NeMo 24.09", "dgx-h100", "tensorwise", True, 0),
+    ("NeMo 24.04", "dgx-h100", "delayed", False, 2), ("NeMo 24.04", "dgx-b200", "mxfp8", True, 1),
+    (None, "dgx-h100", "delayed", True, 1)])
+def test_uncached_weight_transposes_leave_no_fp8_weight_copies(release, topology, recipe, gather,
+                                                                copies):
+    """disable_parameter_transpose_cache under Transformer Engine 1.x (the NeMo 24 releases):
+    a per-tensor FP8 weight's transpose is made in each layer's backward and not kept
+    (_Linear.backward, transpose_2d(cache=False)); 16-bit weights still hold their FP8 copy
+    and transpose from forward to backward, an MXFP8 weight its column-wise copy, and TE 2
+    (no release given: the profile's default) keeps the transpose on the weight once made."""
     w = load_workload("llama3-8b", {**TP1, "training.precision": "fp8",
                                     "training.fp8_recipe": recipe,
                                     "training.fp8_param_gather": gather,
-                                    "training.disable_parameter_transpose_cache": True})
+                                    "training.disable_parameter_transpose_cache": True,
+                                    "training.stack_release": release})
     st, n = _states(w, Topology.from_config(load_topology(topology)))
     assert st.fp8_weight_copies == copies * n
 

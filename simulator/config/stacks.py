@@ -114,6 +114,10 @@ class Stack:
     fp8_grad_bytes: float | None = None
     fp8_weight_bytes: float | None = None
     fp8_weight_per_microbatch: bool = False
+    # whether an FP8 primary weight's transpose is made in each backward and kept only when
+    # the library is given is_first_microbatch (Transformer Engine 1.x); False: once made it
+    # stays on the weight tensor (TE 2); memory/states.py fp8_copy_bytes
+    fp8_weight_transpose_in_backward: bool = False
     # bytes of input_bytes / weight_bytes spent on the column-major FP8 copies the backward
     # makes (workload/fp8.py cast_op): charged to the backward, not re-run by recompute
     fp8_backward_transpose_bytes: float = 0.0
@@ -180,7 +184,7 @@ KEYS: dict[str, dict[str, str]] = {
     "fp8": {"recipe": "name", "input_bytes": "number", "norm_fused_input_bytes": "number",
             "grad_bytes": "number", "weight_bytes": "number", "output_layer_fp8": "bool",
             "backward_transpose_bytes": "number", "weight_per_microbatch": "bool",
-            "backward_rescale_bytes": "number"},
+            "backward_rescale_bytes": "number", "weight_transpose_in_backward": "bool"},
     "pipeline": {"blocking_p2p": "bool", "lockstep": "bool", "schedules": "schedules"},
     "moe": {"probs_in_activation": "bool"},
     "recompute": {"selective_modules": "modules"},
@@ -325,6 +329,8 @@ def parse(name: str, doc: dict) -> Stack:
             "norm_fused_input_bytes"], fp8_grad_bytes=fp8["grad_bytes"],
         fp8_weight_bytes=fp8["weight_bytes"],
         fp8_weight_per_microbatch=bool(_value(doc, "fp8", "weight_per_microbatch", False)),
+        fp8_weight_transpose_in_backward=bool(_value(doc, "fp8", "weight_transpose_in_backward",
+                                                     False)),
         fp8_backward_transpose_bytes=_transpose_bytes(name, doc, fp8),
         fp8_backward_rescale_bytes=float(_value(doc, "fp8", "backward_rescale_bytes", 0.0)
                                          or 0.0),

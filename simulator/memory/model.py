@@ -257,7 +257,9 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | PlanShap
     shape = partition if isinstance(partition, PlanShape) else plan_shape(w, partition)
     partition = shape.partition
     o_shard, g_shard, p_shard = shape.optimizer_shards, shape.grad_shards, shape.param_shards
-    weights, copies = weight_bytes(tr), fp8_copy_bytes(tr, topo.gpu.fp8_any_layout)
+    weights = weight_bytes(tr)
+    copies = fp8_copy_bytes(tr, topo.gpu.fp8_any_layout,
+                            run_stack(tr).fp8_weight_transpose_in_backward)
     if tr.params_sharded:  # Megatron-FSDP caches at most the gathered weights' FP8 transposes
         copies = FP8_BYTES if tr.keep_fp8_transpose_cache and copies else 0.0
     grads, optim = grad_bytes(tr), optimizer_bytes(tr)

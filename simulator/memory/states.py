@@ -20,12 +20,15 @@ distributed optimizer, ``6 + 12/d`` with it):
   is false (``transformer_engine/pytorch/csrc/extensions/util.cpp``: ``major >= 10``), so
   the cache is the FP8 copy alone (1 byte) with 16-bit weights and nothing with FP8
   weights. Block-scaled recipes (``mxfp8``, ``blockwise``) scale the two directions
-  separately and keep both copies on every GPU. Per-tensor FP8 weights under
-  ``disable_parameter_transpose_cache`` keep no copy at all: Transformer Engine makes an FP8
-  primary weight's transpose in the backward and caches it only when it is given
-  ``is_first_microbatch`` (TE v1.7 ``module/linear.py`` ``_Linear.backward``:
+  separately and keep both copies on every GPU. Under Transformer Engine 1.x (stack
+  ``fp8.weight_transpose_in_backward``, the NeMo 24 releases) per-tensor FP8 weights under
+  ``disable_parameter_transpose_cache`` keep no copy at all: TE makes an FP8 primary
+  weight's transpose in the backward and caches it only when it is given
+  ``is_first_microbatch`` (TE v1.6rc2 / v1.7 ``module/linear.py`` ``_Linear.backward``:
   ``weight.transpose_2d(cache=ctx.is_first_microbatch is not None)``), which Megatron-Core
   withholds under that flag, so each layer's transpose lives only through its own backward.
+  TE 2 keeps it on the weight once made (``float8_tensor_storage.py`` ``update_usage``: the
+  backward's ``columnwise_usage=True`` creates ``_transpose``, which later calls keep).
   16-bit weights under the flag still hold their FP8 copy and transpose from each forward to
   its backward (TE's uncached workspaces), so their peak keeps both; block-scaled FP8
   weights keep their column-wise copy (no source shows when TE 2's backward frees it).
@@ -80,15 +83,18 @@ def weight_bytes(tr: TrainingConfig) -> float:
 PER_TENSOR_RECIPES = ("delayed", "tensorwise")
 
 
-def fp8_copy_bytes(tr: TrainingConfig, any_layout: bool = False) -> float:
+def fp8_copy_bytes(tr: TrainingConfig, any_layout: bool = False,
+                   transpose_in_backward: bool = False) -> float:
     """Bytes per parameter of TE's cached FP8 forms: copy + transpose with 16-bit weights,
     transpose only with FP8 weights, none outside FP8 training. ``any_layout``: the GPU's
     FP8 GEMMs take non-TN layouts (``gpu.fp8_any_layout``), so a per-tensor recipe keeps
-    no transpose; per-tensor FP8 weights under ``disable_parameter_transpose_cache`` keep
-    none either (made in each backward, module docstring)."""
+    no transpose. ``transpose_in_backward``: the stack's library makes an FP8 weight's
+    transpose in each backward and caches it only with ``is_first_microbatch`` (stack
+    ``fp8.weight_transpose_in_backward``, Transformer Engine 1.x), so per-tensor FP8 weights
+    under ``disable_parameter_transpose_cache`` keep none (module docstring)."""
     if not tr.precision_type.scaled:
         return 0.0
-    if (tr.fp8_param_gather and tr.disable_parameter_transpose_cache
+    if (transpose_in_backward and tr.fp8_param_gather and tr.disable_parameter_transpose_cache
             and tr.fp8_recipe in PER_TENSOR_RECIPES):
         return 0.0  # made in each layer's backward and not cached (module docstring)
     transposes = 0 if any_layout and tr.fp8_recipe in PER_TENSOR_RECIPES else 1
