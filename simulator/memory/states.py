@@ -17,7 +17,8 @@ distributed optimizer, ``6 + 12/d`` with it):
   every layout (``gpu.fp8_any_layout``: compute capability 10 and up, Blackwell) a
   per-tensor-scaled weight (recipes ``delayed``, ``tensorwise``) needs no transpose:
   Transformer Engine makes the column-wise copy only where ``non_tn_fp8_gemm_supported()``
-  is false (``transformer_engine/pytorch/csrc/extensions/util.cpp``: ``major >= 10``), so
+  is false (``transformer_engine/pytorch/csrc/extensions/util.cpp``: ``major >= 10``;
+  ``tensor/storage/float8_tensor_storage.py`` ``update_usage`` never makes one there), so
   the cache is the FP8 copy alone (1 byte) with 16-bit weights and nothing with FP8
   weights. Block-scaled recipes (``mxfp8``, ``blockwise``) scale the two directions
   separately and keep both copies on every GPU. Under Transformer Engine 1.x (stack
