@@ -149,24 +149,36 @@ def _stratum(pool: list[dict], plan: Plan) -> tuple[list[dict], str, list[str]]:
     return recs, basis, notes
 
 
-def _distance(recs: list[dict], plan: Plan, terms: dict[str, float]
+def _groups_with(recs: list[dict], field: str, value: str) -> int:
+    """How many groups of ``recs`` ran with ``field`` equal to ``value``."""
+    return len(_groups([r for r in recs if r.get(field) == value]))
+
+
+def _validated(label: str, count: int) -> str:
+    """``label`` with how many groups validated it."""
+    if not count:
+        return f"{label} not validated"
+    return f"{label} validated by {count} group{'s' * (count > 1)}"
+
+
+def _distance(recs: list[dict], plan: Plan, terms: dict[str, float], on_gpu: int
               ) -> tuple[list[tuple[str, float]], float]:
-    """(widening terms (why, sigma), GPU-count ratio beyond the validated range)."""
+    """(widening terms (why, sigma), GPU-count ratio beyond the validated range);
+    ``on_gpu``: the groups of ``recs`` on the plan's GPU."""
     out = []
     # a stack validated by fewer groups than a stratum needs has no error of its own yet:
     # its plans borrow the pool's errors and carry the stack term (the spread of other
     # stacks' mean errors), as an unseen stack's do
-    seen = len(_groups([r for r in recs if r.get("stack") == plan.stack]))
+    seen = _groups_with(recs, "stack", plan.stack)
     if plan.stack and seen < MIN_GROUPS:
-        why = "not validated" if not seen else f"validated by {seen} group{'s' * (seen > 1)}"
-        out.append((f"stack {plan.stack} {why}", terms.get("stack", terms.get("plan", 0.0))))
+        out.append((_validated(f"stack {plan.stack}", seen),
+                    terms.get("stack", terms.get("plan", 0.0))))
     # a GPU keeps the gpu term until two groups ran on it: one group cannot tell the GPU's
     # error from its plan's (the one 8-GPU LoRA run on B200 at +1.8 % would otherwise narrow
     # every B200 interval, its long-context runs at -14 .. -16 % included)
-    on_gpu = len(_groups([r for r in recs if r.get("gpu") == plan.gpu])) if plan.gpu else 0
     if plan.gpu and on_gpu < MIN_GPU_GROUPS:
-        why = "not validated" if not on_gpu else f"validated by {on_gpu} group{'s' * (on_gpu > 1)}"
-        out.append((f"gpu {plan.gpu} {why}", terms.get("gpu", terms.get("plan", 0.0))))
+        out.append((_validated(f"gpu {plan.gpu}", on_gpu),
+                    terms.get("gpu", terms.get("plan", 0.0))))
     for key, field in (("precision", "precision"), ("dispatcher", "dispatcher"),
                        ("schedule", "schedule")):
         value = getattr(plan, field)
@@ -192,7 +204,8 @@ def band(pool: list[dict], terms: dict[str, float], plan: Plan, coverage: float 
     if not pool:
         return 0.0, None, None, "", ("no out-of-sample errors shipped: no interval",)
     recs, basis, notes = _stratum(pool, plan)
-    wide, ratio = _distance(recs, plan, terms)
+    on_gpu = _groups_with(recs, "gpu", plan.gpu) if plan.gpu else 0
+    wide, ratio = _distance(recs, plan, terms, on_gpu)
     g = len(_groups(recs))
     if ratio > FAR_SCALE:
         return 0.0, None, None, basis, (f"far outside the validated space ({wide[-1][0]}): "
@@ -205,7 +218,6 @@ def band(pool: list[dict], terms: dict[str, float], plan: Plan, coverage: float 
     z = NormalDist().inv_cdf(0.5 + coverage / 2)
     q = math.sqrt(q * q + sum((z * s) ** 2 for _, s in wide))
     notes += [f"interval widened: {why} (+{s:.1%} sd)" for why, s in wide]
-    on_gpu = len(_groups([r for r in recs if r["gpu"] == plan.gpu]))
     if 0 < on_gpu < MIN_GROUPS:
         notes.append(f"only {on_gpu} validated group{'s' * (on_gpu > 1)} on {plan.gpu}")
     claim = coverage if not notes else None
