@@ -121,8 +121,8 @@ def throughput_steps(evs: list[dict]) -> list[float]:
         key = e.get("key")
         if key in ("block_start", "block_stop"):
             open_block = key == "block_start"
-        elif open_block and _stats(e).get("throughput"):
-            out.append(gbs / _stats(e)["throughput"])
+        elif open_block and (rate := _stats(e).get("throughput")):
+            out.append(gbs / rate)
     return out
 
 
