@@ -16,7 +16,7 @@ A :class:`Precision` says everything the simulator asks of ``training.precision`
   ``job_wide_amax``, those whose amax reduction is a barrier of the whole TP x DP x CP
   group at every ``fp8_autocast`` exit (:mod:`simulator.metrics.variability`).
 
-Adding a format (MXFP8 as its own entry, NVFP4): one entry here, plus what the hardware
+Adding a format (MXFP8 as its own entry; NVFP4 is ``fp4``): one entry here, plus what the hardware
 must say about it: its peak (a ``gpu.peak_tflops`` field, which the topology turns into
 a peak by itself) and, if its GEMMs reach a different share of it, the efficiency field
 named by ``efficiency``.
@@ -67,6 +67,9 @@ class Precision:
     casts: Casts | None = None
     recipes: tuple[str, ...] = ()
     job_wide_amax: tuple[str, ...] = ()
+    # every recipe scales in blocks along each GEMM's K, so a weight's row- and column-wise
+    # copies are quantised apart and both kept on every GPU (memory/states.py)
+    block_scaled: bool = False
 
     @property
     def scaled(self) -> bool:
@@ -80,6 +83,25 @@ DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1
 FP8_CASTS = Casts(input=4.0, input_transpose=2.0, grad=4.0, weight=4.0,
                   weight_transpose=2.0, gather_ratio=0.5, expert_input=4.0)
 
+# NVFP4 (Transformer Engine ``NVFP4BlockScaling``, ``transformer_engine/common/recipe/
+# __init__.py`` at NVIDIA/TransformerEngine d0067d0d; Alvarez et al. 2025, "Pretraining Large
+# Language Models with NVFP4", arXiv:2509.25149): E2M1 values (0.5 B) with one E4M3 scale per
+# 16 values (1/16 B), so 0.5625 B an element per copy. The row-wise and column-wise copies are
+# quantised apart from the 16-bit tensor (block scales run along each GEMM's K; the two are
+# not transposes of each other), the column-wise one after a 16x16 random Hadamard transform,
+# and both take a per-tensor FP32 scale from the tensor's amax, so each quantisation reads
+# the 16-bit tensor twice (amax, then cast: 2 + 2 B) and writes both copies (2 x 0.5625 B):
+# 5.125 B an element for an input, an output gradient or a 16-bit weight. The norm writes
+# 16-bit output and its amax, then the quantiser runs (``csrc/extensions/normalization.cpp``:
+# with RHT and post-RHT amax the NVFP4 path is UNFUSED), so a norm-fused input costs as a
+# plain one. An NVFP4 weight (``fp4_param_gather``) is 2D-block scaled (16 x 16 blocks), so
+# its column-wise copy is the row-wise one transposed: read + write 0.5625 B. Sequence-parallel
+# all-gathers move both copies (``distributed.py`` ``_all_gather_nvfp4``): 1.125 of 2 bytes.
+NVFP4_BYTES = 0.5625
+NVFP4_CASTS = Casts(input=5.125, input_transpose=5.125, grad=5.125, weight=5.125,
+                    weight_transpose=2 * NVFP4_BYTES, gather_ratio=NVFP4_BYTES,
+                    expert_input=5.125)
+
 PRECISIONS: dict[str, Precision] = {
     "bf16": Precision("bf16", 2.0, peak="bf16", kernel="bf16", efficiency="gemm_efficiency"),
     "fp16": Precision("fp16", 2.0, peak="fp16", kernel="bf16", efficiency="gemm_efficiency"),
@@ -87,9 +109,16 @@ PRECISIONS: dict[str, Precision] = {
                      casts=FP8_CASTS,
                      recipes=("delayed", "tensorwise", "mxfp8", "blockwise", "rowwise"),
                      job_wide_amax=("delayed",)),
+    # Megatron-Core --fp4-format e2m1 with --fp4-recipe nvfp4 (Megatron-Bridge
+    # bf16_with_nvfp4_mixed): linears in NVFP4; attention, the output layer and the loss in
+    # bf16 as under FP8.
+    "fp4": Precision("fp4", NVFP4_BYTES, peak="fp4", kernel="fp4",
+                     efficiency="fp4_gemm_efficiency", casts=NVFP4_CASTS,
+                     recipes=("nvfp4",), block_scaled=True),
 }
 NAMES = tuple(PRECISIONS)
-RECIPES = tuple(dict.fromkeys(r for p in PRECISIONS.values() for r in p.recipes))
+RECIPES = PRECISIONS["fp8"].recipes  # Megatron-Core --fp8-recipe
+FP4_RECIPES = PRECISIONS["fp4"].recipes  # Megatron-Core --fp4-recipe
 # recipes of one library that only the stack profiles pricing them run (their ``recipes``
 # section, config/stacks.py): torchao's rowwise scaling is not a Megatron-Core recipe
 STACK_RECIPES = ("rowwise",)

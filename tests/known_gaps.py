@@ -16,6 +16,10 @@ KNOWN_GAPS: dict[str, str] = {
     "mlperf51-llama31-8b-gb200-512g":
         "tests/test_validation_mlperf.py::test_the_512_gpu_8b_runs_within_the_bar (+16 %: a "
         "0.09 s step, most of the excess the per-step host wait fitted on steps of seconds)",
+    **{f"mbridge{r}-llama3-70b-gb200-64g-nvfp4":
+       "tests/test_validation_megatron_bridge.py::test_the_gb200_nvfp4_70b_runs_within_the_bar "
+       "(-16.1 / -14.2 %: GB200's NVFP4 efficiency is its FP8 value carried; the 405B NVFP4 rows "
+       "of the same tables want it lower, these higher)" for r in ("2602", "260201")},
     "mlperf41-gpt3-175b-h100-256g":
         "tests/test_validation_mlperf.py::test_the_mbs2_gpt3_runs_within_the_bar (+14.9 %: the "
         "tuned MBS 2 recipe's FP8 GEMMs run faster than the fitted efficiency prices them)",

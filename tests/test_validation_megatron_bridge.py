@@ -31,7 +31,7 @@ def _memory(case, **extra):
 
 
 def test_each_run_states_its_recipe_and_fits(cases):
-    assert len(cases) == 36
+    assert len(cases) == 44
     assert sum(bool(c.spec["workload"]["training"].get("use_megatron_fsdp"))
                for c in cases) == 8
     for c in cases:
@@ -140,3 +140,27 @@ def test_the_64_gpu_405b_mxfp8_run_peak_memory(cases):
     for measured in (154.6 * 2**30, 154.6e9):
         for predicted in (fullest, last):
             assert abs(predicted / measured - 1) <= 0.10, (predicted / 2**30, measured)
+
+
+NVFP4_70B = [f"mbridge{r}-llama3-70b-gb200-64g-nvfp4" for r in ("2602", "260201", "2604", "260401")]
+NVFP4_405B = [f"mbridge{r}-llama31-405b-gb200-256g-nvfp4" for r in ("2602", "2604", "260401", "2606")]
+
+
+def test_the_gb200_nvfp4_runs_disagree_by_plan(cases):
+    """GB200's NVFP4 rows (never fitted: gb200-nvl72 carries its FP8 efficiency for NVFP4). The
+    405B TP 4 PP 16 rows within 6 % (today -3.4 .. +5.2 %); the 70B TP 2 PP 4 rows fast, inside
+    their known range (-16.1 / -14.2 / -7.8 / -7.7 %): no one NVFP4 efficiency fits both."""
+    by_id = {c.id: c for c in cases}
+    for cid in NVFP4_405B:
+        assert abs(predict_step_time(by_id[cid]) / by_id[cid].measured - 1) <= 0.06, cid
+    for cid in NVFP4_70B:
+        assert -0.18 <= predict_step_time(by_id[cid]) / by_id[cid].measured - 1 <= -0.05, cid
+
+
+@pytest.mark.xfail(strict=True, reason="GB200 NVFP4, Llama 3 70B TP 2 PP 4 (26.02 / 26.02.01): "
+                   "-16.1 / -14.2 %; the 405B rows of the same tables want a lower NVFP4 "
+                   "efficiency, these a higher one (topologies/gb200-nvl72.yaml)")
+def test_the_gb200_nvfp4_70b_runs_within_the_bar(cases):
+    by_id = {c.id: c for c in cases}
+    for cid in NVFP4_70B:
+        assert abs(predict_step_time(by_id[cid]) / by_id[cid].measured - 1) <= 0.12, cid

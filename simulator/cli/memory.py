@@ -66,7 +66,8 @@ def _plan_line(w: Workload) -> str:
 def _states_line(w: Workload) -> str:
     """Precision of weights, grads and optimizer state, and offloading, in one line."""
     tr = w.training
-    weights = "fp8 (fp8_param_gather)" if tr.fp8_param_gather else "16-bit"
+    weights = ("fp8 (fp8_param_gather)" if tr.fp8_param_gather
+               else "nvfp4 (fp4_param_gather)" if tr.fp4_param_gather else "16-bit")
     optim = "/".join((tr.main_params_dtype, *optimizer_states(tr)))
     if tr.optimizer != "adam":
         optim = f"{tr.optimizer} {optim}"

@@ -34,6 +34,7 @@ class PeakTFLOPs(Schema):
     bf16: Rate
     fp16: Rate | None = None  # default: bf16
     fp8: Rate | None = None  # None: no FP8 tensor cores
+    fp4: Rate | None = None  # NVFP4 (E2M1, block-scaled); None: no FP4 tensor cores
     fp32: Rate | None = None
 
 
@@ -53,6 +54,7 @@ class GPUConfig(Schema):
     gemm_efficiency: Fraction = 0.8
     gemm_half_dim: Amount = 96.0  # dim at which one GEMM axis halves efficiency
     fp8_gemm_efficiency: Fraction | None = None
+    fp4_gemm_efficiency: Fraction | None = None  # of the fp4 peak; None: the FP8 one
     attention_efficiency: Fraction = 0.6
     memory_bandwidth_efficiency: Fraction = 0.85
     kernel_overhead_us: Amount = 4.0  # launch + tail per kernel

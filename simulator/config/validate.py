@@ -32,6 +32,7 @@ workload, so the dependency runs one way.
 from __future__ import annotations
 
 from ..errors import ConfigError
+from ..precision import PRECISIONS
 from .stacks import run_stack
 from .topology import TopologyConfig
 from .workload import MAX_TOKENS, Workload
@@ -143,9 +144,12 @@ def _check_domain(w: Workload, topo: TopologyConfig) -> None:
                           f"{domain.size} GPUs: tensor must divide {domain.size}")
     prec = w.training.precision_type
     if getattr(topo.gpu.peak_tflops, prec.kernel, None) is None:
+        have = [p.name for p in PRECISIONS.values()
+                if getattr(topo.gpu.peak_tflops, p.kernel, None) is not None]
         raise ConfigError("training.precision", prec.name,
                           f"{topo.gpu.name} has no {prec.kernel} tensor cores "
-                          f"(gpu.peak_tflops.{prec.kernel} is not set); use bf16 or fp16")
+                          f"(gpu.peak_tflops.{prec.kernel} is not set); use "
+                          f"{' or '.join(have)}")
 
 
 def _check_tensor(w: Workload) -> None:

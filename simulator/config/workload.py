@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from ..errors import ConfigError
-from ..precision import NAMES, RECIPES, Precision, precision_of
+from ..precision import FP4_RECIPES, NAMES, RECIPES, Precision, precision_of
 from .bounds import integer, real
 from .recompute import MODULES, Recompute, resolve_recompute
 from .schema import Field, Schema, check
@@ -348,6 +348,13 @@ class TrainingConfig(Schema):
     # makes those phases job-wide barriers (simulator/metrics/variability.py).
     fp8_recipe: Literal[RECIPES] = "delayed"
     tp_only_amax_red: bool = False
+    # Megatron-Core --fp4-recipe (with precision fp4, Megatron's --fp4-format e2m1;
+    # Megatron-Bridge bf16_with_nvfp4_mixed): Transformer Engine's NVFP4BlockScaling, the
+    # linears' three GEMMs in NVFP4 (simulator/precision.py).
+    fp4_recipe: Literal[FP4_RECIPES] = "nvfp4"
+    # --fp4-param-gather (Megatron-Bridge fp4_param_gather): weights stored in NVFP4 and
+    # all-gathered in it, no 16-bit copy.
+    fp4_param_gather: bool = False
     # --fp8-dot-product-attention (Megatron-Bridge mixed_precision.fp8_dot_product_attention):
     # the fused attention kernel runs in FP8 (MXFP8 under the mxfp8 recipe), at the rates of
     # cuDNN's FP8 SDPA relative to BF16 (simulator/compute/fp8_attention.py).
@@ -470,11 +477,18 @@ class TrainingConfig(Schema):
             raise ConfigError("training.main_grads_dtype", "bf16",
                               "needs grad_reduce_in_fp32: false (Megatron: "
                               "--main-grads-dtype can only be fp32 with fp32 reduction)")
-        if self.fp8_param_gather and not self.precision_type.scaled:
+        if self.fp8_param_gather and self.precision != "fp8":
             raise ConfigError("training.fp8_param_gather", True, "needs precision: fp8")
-        if self.fp8_dot_product_attention and not self.precision_type.scaled:
+        if self.fp4_param_gather and self.precision != "fp4":
+            raise ConfigError("training.fp4_param_gather", True, "needs precision: fp4")
+        if self.fp8_dot_product_attention and self.precision != "fp8":
             raise ConfigError("training.fp8_dot_product_attention", True,
                               "needs precision: fp8")
+        if self.precision == "fp4" and self.stack != "megatron":
+            raise ConfigError("training.precision", "fp4",
+                              f"is priced as Megatron-Core + Transformer Engine run NVFP4 "
+                              f"(training.stack: megatron); stack {self.stack}'s FP4 path "
+                              "has no profile")
         if self.cpu_offloading_num_layers and not self.cpu_offloading:
             raise ConfigError("training.cpu_offloading_num_layers",
                               self.cpu_offloading_num_layers, "needs cpu_offloading: true")
@@ -539,6 +553,12 @@ class TrainingConfig(Schema):
                 raise ConfigError("training.recompute_modules", list(self.recompute_modules),
                                   "op_sac (torchtitan's per-op policy) covers the whole "
                                   "block: list it alone")
+
+    @property
+    def scaled_params(self) -> bool:
+        """Whether the weights are stored in the scaled format itself (``fp8_param_gather``
+        or ``fp4_param_gather``): no 16-bit copy, gathered in that format."""
+        return self.fp8_param_gather or self.fp4_param_gather
 
     @property
     def precision_type(self) -> Precision:

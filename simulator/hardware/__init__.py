@@ -57,6 +57,7 @@ class GPU:
     host_link_bandwidth: float | None = None  # bytes/s per direction, GPU <-> host
     clock_ratio: float = 1.0  # sustained clock under the power limit / default (power.py)
     fp8_any_layout: bool = False  # FP8 GEMMs take non-TN layouts (Blackwell; memory/states.py)
+    fp4_gemm_efficiency: float = 0.0  # NVFP4 GEMMs' large-GEMM fraction of the fp4 peak
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for ``dtype`` at the clock the power limit sustains (the
@@ -286,6 +287,8 @@ def _from_config(cfg: TopologyConfig) -> Topology:
         comm_overlap_slowdown=g.comm_overlap_slowdown,
         host_launch_s=g.host_launch_us * US, clock_ratio=ratio,
         fp8_any_layout=g.fp8_any_layout,
+        fp4_gemm_efficiency=(g.fp4_gemm_efficiency or g.fp8_gemm_efficiency
+                             or g.gemm_efficiency),
     )
     cal = cfg.calibration
     note = f"{cfg.name} is {cal.status}: {cal.note}" if cal.status == "uncalibrated" else ""

@@ -181,8 +181,9 @@ def fsdp_unit_bytes(w: Workload, staged_params: float,
     tr = w.training
     out = 0.0
     if tr.params_sharded:
-        out += staged_params * (weight_bytes(tr) + (FP8_BYTES if tr.precision_type.scaled
-                                                    and not tr.fp8_param_gather else 0.0))
+        prec = tr.precision_type
+        out += staged_params * (weight_bytes(tr) + (prec.element_bytes if prec.scaled
+                                                    and not tr.scaled_params else 0.0))
     if tr.grads_sharded:
         out += (staged_params if grad_params is None else grad_params) * grad_bytes(tr)
     return out

@@ -6,7 +6,12 @@ distributed optimizer, ``6 + 12/d`` with it):
 
 * **weights**, 2 bytes (bf16/fp16). With ``fp8_param_gather`` (NeMo: ``fp8_params``) the
   weights *are* FP8 tensors, 1 byte, and no 16-bit copy exists.
-* **FP8 copies** (precision fp8 only). Megatron-Core passes ``is_first_microbatch`` to
+* **NVFP4 copies** (precision fp4): Transformer Engine's NVFP4 weights are block-scaled
+  along each GEMM's reduction dimension, so the forward's row-wise copy and the backward's
+  column-wise copy are both kept (0.5625 byte each: 4-bit values and an E4M3 scale per 16),
+  the same on every GPU; with ``fp4_param_gather`` the weight is the row-wise copy and
+  only the column-wise one is cached (:mod:`simulator.precision`).
+* **FP8 copies** (precision fp8). Megatron-Core passes ``is_first_microbatch`` to
   Transformer Engine's linear layers unless ``disable_parameter_transpose_cache``
   (``megatron/core/extensions/transformer_engine.py``, TELinear.forward; TransformerConfig
   ``disable_parameter_transpose_cache``: "the parameter transposes are not cached for
@@ -75,8 +80,9 @@ FP8_BYTES = 1.0  # one FP8 copy (weight or transpose)
 
 
 def weight_bytes(tr: TrainingConfig) -> float:
-    """Bytes per parameter of the weights the model holds (1 with FP8 weights)."""
-    return FP8_BYTES if tr.fp8_param_gather else WEIGHT_BYTES
+    """Bytes per parameter of the weights the model holds (1 with FP8 weights, 0.5625 with
+    NVFP4 ones)."""
+    return tr.precision_type.element_bytes if tr.scaled_params else WEIGHT_BYTES
 
 
 # recipes with one scale per tensor: their FP8 data serves both GEMM directions where the
@@ -93,8 +99,11 @@ def fp8_copy_bytes(tr: TrainingConfig, any_layout: bool = False,
     transpose in each backward and caches it only with ``is_first_microbatch`` (stack
     ``fp8.weight_transpose_in_backward``, Transformer Engine 1.x), so per-tensor FP8 weights
     under ``disable_parameter_transpose_cache`` keep none (module docstring)."""
-    if not tr.precision_type.scaled:
+    prec = tr.precision_type
+    if not prec.scaled:
         return 0.0
+    if prec.block_scaled:  # row- and column-wise copies, whatever the GPU (NVFP4)
+        return (1 if tr.scaled_params else 2) * prec.element_bytes
     if (transpose_in_backward and tr.fp8_param_gather and tr.disable_parameter_transpose_cache
             and tr.fp8_recipe in PER_TENSOR_RECIPES):
         return 0.0  # made in each layer's backward and not cached (module docstring)

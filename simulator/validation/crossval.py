@@ -45,6 +45,9 @@ from .report import write_atomic
 from .surrogate import Surface, build_surface
 
 FP8 = "gpu.fp8_gemm_efficiency"
+FP4 = "gpu.fp4_gemm_efficiency"
+# the GEMM efficiencies of one precision only: a case's surface spans its own, not the others
+PRECISION_ONLY = (FP8, FP4)
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,9 @@ RECIPES: dict[str, tuple[Stage, ...]] = {
     "gb200-nvl72": (Stage("bf16", ("gpu.gemm_efficiency",),
                           {"gpu.gemm_efficiency": (0.40, 0.90)}),
                     Stage("fp8", (FP8,))),
-    # no BF16 GB300 run is published: only the FP8 efficiency is fitted, the BF16 constants
-    # are GB200's (topologies/gb300-nvl72.yaml)
-    "gb300-nvl72": (Stage("fp8", (FP8,)),),
+    # no BF16 GB300 run is published: only the FP8 and NVFP4 efficiencies are fitted, the BF16
+    # constants are GB200's (topologies/gb300-nvl72.yaml)
+    "gb300-nvl72": (Stage("fp8", (FP8,)), Stage("fp4", (FP4,))),
 }
 
 
@@ -96,10 +99,12 @@ def source_key(case: Case, cases: list[Case] = ()) -> str:
 
 
 def shipped(topology: str, params: list[str] | tuple[str, ...]) -> dict[str, float]:
-    """The topology file's values; an unset FP8 efficiency is the bf16 one, as in
-    :class:`simulator.hardware.GPU`."""
+    """The topology file's values; an unset FP8 efficiency is the bf16 one and an unset NVFP4
+    one the FP8 one, as in :class:`simulator.hardware.GPU`."""
     gpu = load_topology(topology).gpu
-    return {p: float(getattr(gpu, p.split(".", 1)[1]) or gpu.gemm_efficiency) for p in params}
+    fallback = {FP4: gpu.fp8_gemm_efficiency or gpu.gemm_efficiency}
+    return {p: float(getattr(gpu, p.split(".", 1)[1]) or fallback.get(p, gpu.gemm_efficiency))
+            for p in params}
 
 
 def donor(topology: str, cases: list[Case]) -> str:
@@ -119,9 +124,10 @@ def fit_box(topology: str) -> dict[str, tuple[float, float]]:
 
 
 def _surface(case: Case, box: dict[str, tuple[float, float]]) -> Surface:
-    # the FP8 efficiency only enters the cases whose precision times its GEMMs with it
+    # a precision's GEMM efficiency only enters the cases whose precision times GEMMs with it
     own = "gpu." + precision_of(precision(case)).efficiency
-    return build_surface(case, {p: b for p, b in box.items() if p != FP8 or p == own})
+    return build_surface(case, {p: b for p, b in box.items()
+                                if p not in PRECISION_ONLY or p == own})
 
 
 def build_surfaces(cases: list[Case], topology: str, log: Callable[[str], None] = print,

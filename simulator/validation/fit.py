@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from ..errors import ConfigError
 from ..precision import precision_of
+from ..hardware import Topology
 from .cases import Case, load_cases, precision
 from .predict import predict
 
@@ -35,6 +36,9 @@ BOUNDS = {
     # FP8 large-GEMM efficiency, of the FP8 peak: cuBLASLt FP8 GEMMs reach ~0.70 isolated
     # (Azure ND H100 v5, 32768^3); in training, per-tensor scaling and casts cost more.
     "gpu.fp8_gemm_efficiency": (0.40, 0.85),
+    # NVFP4 large-GEMM efficiency, of the fp4 peak: block scaling, the Hadamard transform and
+    # the two-level amax cost more around each GEMM than FP8's per-tensor scale.
+    "gpu.fp4_gemm_efficiency": (0.25, 0.85),
     "gpu.gemm_half_dim": (32.0, 512.0),
     "gpu.attention_efficiency": (0.30, 0.70),
     "gpu.memory_bandwidth_efficiency": (0.60, 0.95),
@@ -59,7 +63,6 @@ def default_params(cases: list[Case]) -> list[str]:
     (:data:`simulator.compute.attention.KERNEL_SOURCED`), held, not fitted."""
     from ..compute.attention import KERNEL_SOURCED, arch
     from ..config import load_topology
-    from ..hardware import Topology
 
     own = {"gpu." + precision_of(precision(c)).efficiency for c in cases}
     base = list(DEFAULT_PARAMS)
@@ -124,6 +127,11 @@ def fit(cases: list[Case], start: dict[str, float], params: list[str], sweeps: i
     return cur
 
 
+def _field(gpu: object, param: str) -> object:
+    """The value of ``gpu.<name>`` for ``param`` ("gpu.<name>")."""
+    return getattr(gpu, param.split(".", 1)[1])
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..config import load_topology
 
@@ -150,14 +158,17 @@ def main(argv: list[str] | None = None) -> int:
         lo, hi = (float(x) for x in rng.split(":"))
         BOUNDS[name] = (lo, hi)
     fixed = {name: float(v) for name, v in (item.split("=", 1) for item in args.set)}
-    gpu = load_topology(args.topology, fixed).gpu
+    cfg = load_topology(args.topology, fixed)
+    gpu, resolved = cfg.gpu, Topology.from_config(cfg).gpu
     cases = [c for c in training_cases(args.topology, categories=tuple(args.categories))
              if args.precision is None or precision(c) == args.precision]
     if not cases:
         raise ConfigError("topology", args.topology, "has no training cases"
                           + (f" of precision {args.precision}" if args.precision else ""))
     params = args.params or default_params(cases)
-    start = {**fixed, **{p: float(getattr(gpu, p.split(".", 1)[1])) for p in params}}
+    # an unset efficiency starts from the value it falls back to (hardware.GPU)
+    start = {**fixed, **{p: float(_field(gpu, p) if _field(gpu, p) is not None
+                                  else _field(resolved, p)) for p in params}}
     print(f"{len(cases)} training cases on {args.topology}; start {start} "
           f"objective {objective(cases, start):.5f}", flush=True)
     best = fit(cases, start, params, args.sweeps, args.iters,

@@ -284,7 +284,7 @@ def layer_forward(w: Workload, mlp_ffn: int | None = None) -> list[Op]:
     casts = w.training.precision_type.casts
     if casts is not None:
         cached = 1 if w.training.disable_parameter_transpose_cache else w.num_microbatches
-        ops = fp8.with_casts(ops, casts, cached, w.training.fp8_param_gather, stack_of(w))
+        ops = fp8.with_casts(ops, casts, cached, w.training.scaled_params, stack_of(w))
     return lora.with_adapters(w, ops)
 
 

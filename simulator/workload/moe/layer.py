@@ -303,7 +303,10 @@ class MoECost:
         gpu = self.topo.gpu
         experts = self.expert_seconds(rows.kept_tokens, False).max(axis=-1)
         experts_b = self.expert_seconds(rows.kept_tokens, True).max(axis=-1)
-        d_f, c_f = self.dispatcher.times(rows, self.prec.element_bytes, 2.0)
+        # a scaled precision dispatches in FP8 (NVFP4 too: Megatron-Core's all-to-all
+        # quantisation is an FP8 recipe, fp8_utils.get_fp8_recipe_for_a2a)
+        wire = 1.0 if self.prec.scaled else self.prec.element_bytes
+        d_f, c_f = self.dispatcher.times(rows, wire, 2.0)
         d_b = c_b = c_f  # backward: both exchanges carry bf16 gradients
         router, permute = self._local()
         comp_f = experts + router + permute
