@@ -93,7 +93,7 @@ PARALLEL = {"context": [1, 2, 4, 3], "context_parallel_algo": ["ring", "ulysses"
             "decoder_last_pipeline_num_layers": [1, 2],
             "rank_order": ["tp-dp-ep-pp-cp"]}
 TRAINING = {"micro_batch_size": [1, 2, 4], "recompute": ["selective", "full"],
-            "precision": ["fp16", "fp8"], "distributed_optimizer": [False],
+            "precision": ["fp16", "fp8", "fp4"], "distributed_optimizer": [False],
             "overlap_grad_reduce": [False], "overlap_param_gather": [False],
             "tp_comm_overlap": [True], "use_flash_attn": [False], "seed": [1, 2**32],
             "use_megatron_fsdp": [True],
@@ -116,6 +116,7 @@ TRAINING = {"micro_batch_size": [1, 2, 4], "recompute": ["selective", "full"],
                                {"context_parallel.algorithms": ["ulysses"]}]}
 GPU = {"gemm_efficiency": [0.01, 1.0], "attention_efficiency": [0.01, 1.0],
        "memory_bandwidth_efficiency": [0.3, 1.0], "fp8_gemm_efficiency": [0.5],
+       "fp4_gemm_efficiency": [0.3],
        "gemm_half_dim": [0.0, 1e-6, 1000.0], "kernel_overhead_us": [0.0, 100.0],
        "framework_memory_GB": [0.0, 10.0]}
 # the step variability every simulated step carries (the expected step)
@@ -246,7 +247,8 @@ def _keep_instances_valid(training: dict, par: dict) -> None:
 def topology_doc(draw, gpus_needed: int, domain: int, valid: bool) -> dict:
     gpu = _fill(draw, {"name": "G",
                        "peak_tflops": _fill(draw, {"bf16": draw(st.sampled_from([989.0, 1.0]))},
-                                            {} if valid else {"fp8": [1979.0]}),
+                                            {} if valid else {"fp8": [1979.0],
+                                                              "fp4": [3958.0]}),
                        "hbm_GB": draw(st.sampled_from([80.0, 1.0, 300.0])),
                        "hbm_bandwidth_TBps": draw(st.sampled_from([3.35, 0.1]))}, GPU)
     size = max(draw(st.sampled_from([8, 1, 2, 4, 72])), domain)
@@ -261,6 +263,7 @@ def topology_doc(draw, gpus_needed: int, domain: int, valid: bool) -> dict:
         tiers[-1]["size"] = size * max(1, -(-gpus_needed // size))
     if valid:
         gpu["peak_tflops"]["fp8"] = 1979.0
+        gpu["peak_tflops"]["fp4"] = 3958.0
     doc = {"name": "fuzz", "gpu": gpu, "tiers": tiers}
     if draw(st.booleans()):
         doc["reliability"] = _fill(draw, {}, RELIABILITY)
