@@ -20,6 +20,10 @@ KNOWN_GAPS: dict[str, str] = {
        "tests/test_validation_megatron_bridge.py::test_the_gb200_nvfp4_70b_runs_within_the_bar "
        "(-16.1 / -14.2 %: GB200's NVFP4 efficiency is its FP8 value carried; the 405B NVFP4 rows "
        "of the same tables want it lower, these higher)" for r in ("2602", "260201")},
+    "mlperf51-llama31-8b-nvfp4-b200-nebius-16g":
+        "tests/test_validation_mlperf.py::test_the_multi_node_b200_nvfp4_runs_within_the_bar "
+        "(-12.7 %: dgx-b200's NVFP4 efficiency is gb200-nvl72's FP8 value carried; every B200 "
+        "NVFP4 run comes out fast)",
     "mlperf41-gpt3-175b-h100-256g":
         "tests/test_validation_mlperf.py::test_the_mbs2_gpt3_runs_within_the_bar (+14.9 %: the "
         "tuned MBS 2 recipe's FP8 GEMMs run faster than the fitted efficiency prices them)",

@@ -86,7 +86,7 @@ def test_a_gpu_without_fp4_tensor_cores_is_refused_naming_what_it_has(topology, 
 @pytest.mark.parametrize("over, field", [
     ({"training.precision": "fp8", "training.fp4_param_gather": True}, "training.fp4_param_gather"),
     ({"training.precision": "fp4", "training.fp8_param_gather": True}, "training.fp8_param_gather"),
-    ({"training.precision": "fp4", "training.fp8_dot_product_attention": True},
+    ({"training.precision": "bf16", "training.fp8_dot_product_attention": True},
      "training.fp8_dot_product_attention"),
     ({"training.precision": "fp4", "training.stack": "torchtitan"}, "training.precision"),
     ({"training.precision": "fp4", "training.fp4_recipe": "mxfp4"}, "training.fp4_recipe"),

@@ -42,7 +42,10 @@ SMALL_STEP_MISSES = {"mlperf51-llama31-8b-gb200-512g": (0.12, 0.20),
                      # GPT-3 175B at MBS 2 on Eos (v4.1, NeMo 24.09): the recipe's compute is
                      # faster than the fitted FP8 efficiency prices it
                      "mlperf41-gpt3-175b-h100-256g": (0.10, 0.18),
-                     "mlperf41-gpt3-175b-h100-512g": (0.09, 0.17)}
+                     "mlperf41-gpt3-175b-h100-512g": (0.09, 0.17),
+                     # Nebius's 2-node NVFP4 8B run on B200 (dgx-b200's FP4 efficiency is its
+                     # FP8 value carried; every B200 NVFP4 run comes out fast)
+                     "mlperf51-llama31-8b-nvfp4-b200-nebius-16g": (-0.16, -0.09)}
 
 
 def _memory(c):
@@ -51,7 +54,7 @@ def _memory(c):
 
 
 def test_each_run_states_its_recipe_and_fits(cases):
-    assert len(cases) == 53
+    assert len(cases) == 64
     for c in cases.values():
         assert any(f"training_results_v{r}" in c.source for r in ("4.0", "4.1", "5.0", "5.1")), c.id
         assert c.recipe["source"] and c.recipe["unknown"], c.id
@@ -223,7 +226,8 @@ def test_the_8b_fp8_runs(cases):
     B200 runs need: with Megatron-Core's default buckets (max(40e6, 1e6 x dp) parameters,
     200 of them at DP 32) the 64-GPU runs come out 17-20 % slow, with the logged 768e6 /
     134e6 within 2 %."""
-    runs = {cid: c for cid, c in cases.items() if cid.startswith(LLAMA8B)}
+    runs = {cid: c for cid, c in cases.items()
+            if cid.startswith(LLAMA8B) and not cid.startswith(NVFP4_8B)}
     assert len(runs) == 16
     errs = {cid: predict_step_time(c) / c.measured - 1 for cid, c in runs.items()}
     assert statistics.median(abs(e) for e in errs.values()) <= 0.06, errs
@@ -295,3 +299,30 @@ def test_nvfp4_is_what_the_gb200_runs_needed(cases):
     c = cases["mlperf51-llama31-405b-nvfp4-gb200-512g"]
     fp8 = _with(c, **{"training.precision": "fp8", "training.fp8_recipe": "tensorwise"})
     assert predict_step_time(fp8) / c.measured - 1 > 0.25
+
+
+NVFP4_8B = "mlperf51-llama31-8b-nvfp4-"
+
+
+def test_the_nvfp4_8b_runs(cases):
+    """Llama 3.1 8B in NVFP4 (v5.1), never fitted: NVIDIA's two GB200 / GB300 trays within 5 %
+    (today +0.5 / -3.9 %); the nine B200 runs all fast, the seven one-node runs by 5-9 % (today
+    -5.5 .. -8.0 %; dgx-b200 carries gb200-nvl72's FP8 efficiency for NVFP4) and Nebius's 2- and
+    4-node runs by 9-14 % (-12.7 / -11.5 %)."""
+    runs = {cid: c for cid, c in cases.items() if cid.startswith(NVFP4_8B)}
+    assert len(runs) == 11
+    err = {cid: predict_step_time(c) / c.measured - 1 for cid, c in runs.items()}
+    for gpu in ("gb200", "gb300"):
+        assert abs(err[f"{NVFP4_8B}{gpu}-8g"]) <= 0.05, err
+    b200 = {cid: e for cid, e in err.items() if "-b200-" in cid}
+    assert len(b200) == 9 and all(e < 0 for e in b200.values()), b200
+    for cid, e in b200.items():
+        lo, hi = (-0.14, -0.09) if "nebius-16g" in cid or "nebius-32g" in cid else (-0.09, -0.05)
+        assert lo <= e <= hi, (cid, e)
+
+
+@pytest.mark.xfail(strict=True, reason="B200 NVFP4 at 2 / 4 nodes (Nebius): -12.7 / -11.5 %; "
+                   "dgx-b200's NVFP4 efficiency is gb200-nvl72's FP8 value carried, and every "
+                   "B200 NVFP4 run comes out fast (validation/mlperf/README.md)")
+def test_the_multi_node_b200_nvfp4_runs_within_the_bar(cases):
+    _assert_within_the_bar(cases, [f"{NVFP4_8B}b200-nebius-{n}g" for n in (16, 32)])

@@ -481,9 +481,11 @@ class TrainingConfig(Schema):
             raise ConfigError("training.fp8_param_gather", True, "needs precision: fp8")
         if self.fp4_param_gather and self.precision != "fp4":
             raise ConfigError("training.fp4_param_gather", True, "needs precision: fp4")
-        if self.fp8_dot_product_attention and self.precision != "fp8":
+        # under fp4 the attention runs per-tensor FP8 (Transformer Engine's DPA recipe
+        # override, NVTE_DPA_FP8_RECIPE=Float8CurrentScaling, as MLPerf v5.1's NVFP4 8B runs)
+        if self.fp8_dot_product_attention and not self.precision_type.scaled:
             raise ConfigError("training.fp8_dot_product_attention", True,
-                              "needs precision: fp8")
+                              "needs precision: fp8 or fp4")
         if self.precision == "fp4" and self.stack != "megatron":
             raise ConfigError("training.precision", "fp4",
                               f"is priced as Megatron-Core + Transformer Engine run NVFP4 "
