@@ -355,6 +355,15 @@ class TrainingConfig(Schema):
     # --fp4-param-gather (Megatron-Bridge fp4_param_gather): weights stored in NVFP4 and
     # all-gathered in it, no 16-bit copy.
     fp4_param_gather: bool = False
+    # Megatron-Core --first-last-layers-bf16 with --num-layers-at-start-in-bf16 /
+    # --num-layers-at-end-in-bf16 (TransformerConfig defaults 1 / 1; Megatron-Bridge
+    # MixedPrecisionConfig, e.g. its NVFP4 Nemotron recipe's 14 at the end): those decoder
+    # layers run outside the FP8 / FP4 context (megatron/core/fp8_utils.py get_fp8_context,
+    # fp4_utils.py get_fp4_context: a null context), so their GEMMs, attention, weights
+    # and saved inputs are 16-bit (simulator/workload/chunk_cost.py, memory/).
+    first_last_layers_bf16: bool = False
+    num_layers_at_start_in_bf16: LayersOrZero = 1
+    num_layers_at_end_in_bf16: LayersOrZero = 1
     # --fp8-dot-product-attention (Megatron-Bridge mixed_precision.fp8_dot_product_attention):
     # the fused attention kernel runs in FP8 (MXFP8 under the mxfp8 recipe), at the rates of
     # cuDNN's FP8 SDPA relative to BF16 (simulator/compute/fp8_attention.py).
@@ -486,6 +495,18 @@ class TrainingConfig(Schema):
         if self.fp8_dot_product_attention and not self.precision_type.scaled:
             raise ConfigError("training.fp8_dot_product_attention", True,
                               "needs precision: fp8 or fp4")
+        if self.first_last_layers_bf16 and not self.precision_type.scaled:
+            raise ConfigError("training.first_last_layers_bf16", True,
+                              "needs precision: fp8 or fp4 (the other layers' format)")
+        if self.first_last_layers_bf16 and self.precision == "fp8" \
+                and self.fp8_recipe == "delayed":
+            raise ConfigError("training.first_last_layers_bf16", True,
+                              "is not supported with fp8_recipe delayed (Megatron-Core "
+                              "fp8_utils.py: per-layer FP8 contexts break the delayed "
+                              "amax reduction); use tensorwise, mxfp8 or blockwise")
+        if self.first_last_layers_bf16 and self.stack != "megatron":
+            raise ConfigError("training.first_last_layers_bf16", True,
+                              "is a Megatron-Core option (training.stack: megatron)")
         if self.precision == "fp4" and self.stack != "megatron":
             raise ConfigError("training.precision", "fp4",
                               f"is priced as Megatron-Core + Transformer Engine run NVFP4 "
@@ -657,6 +678,45 @@ class Workload(Schema):
             if edp % k:
                 raise ConfigError("training.num_distributed_optimizer_instances", k,
                                   f"must divide the expert-data-parallel size ({edp})")
+
+    @check
+    def _check_bf16_layers(self) -> None:
+        tr, m = self.training, self.model
+        if not tr.first_last_layers_bf16:
+            return
+        n = tr.num_layers_at_start_in_bf16 + tr.num_layers_at_end_in_bf16
+        if n > m.num_layers:
+            raise ConfigError("training.num_layers_at_end_in_bf16",
+                              tr.num_layers_at_end_in_bf16,
+                              f"with num_layers_at_start_in_bf16 "
+                              f"({tr.num_layers_at_start_in_bf16}) at most model.num_layers "
+                              f"({m.num_layers})")
+        if m.moe is not None:
+            raise ConfigError("training.first_last_layers_bf16", True,
+                              "is modelled for dense models only (a 16-bit MoE layer's "
+                              "experts and dispatch are not costed apart)")
+
+    def bf16_layer(self, layer: int) -> bool:
+        """Whether 0-based decoder ``layer`` runs in 16-bit under ``first_last_layers_bf16``
+        (Megatron-Core get_fp8_context / get_fp4_context: ``layer_no <
+        num_layers_at_start_in_bf16`` or ``>= num_layers - num_layers_at_end_in_bf16``)."""
+        tr = self.training
+        return tr.first_last_layers_bf16 and (
+            layer < tr.num_layers_at_start_in_bf16
+            or layer >= self.model.num_layers - tr.num_layers_at_end_in_bf16)
+
+    @property
+    def bf16_layers(self) -> int:
+        """How many decoder layers run in 16-bit (:meth:`bf16_layer`)."""
+        return sum(self.bf16_layer(i) for i in range(self.model.num_layers))
+
+    def in_bf16(self) -> Workload:
+        """The same run as its 16-bit layers see it: precision bf16, no scaled weights or
+        attention (Megatron-Core builds and runs those layers outside the FP8 / FP4 context)."""
+        tr = self.training.model_copy(update={
+            "precision": "bf16", "fp8_param_gather": False, "fp4_param_gather": False,
+            "fp8_dot_product_attention": False, "first_last_layers_bf16": False})
+        return self.model_copy(update={"training": tr})
 
     @check
     def _check_moe_plan(self) -> None:

@@ -40,6 +40,7 @@ from .activations import BYTES_16, moe_load
 from .stage_activations import stage_activations
 from .states import (
     FP8_BYTES,
+    WEIGHT_BYTES,
     fp8_copy_bytes,
     grad_bytes,
     optimizer_bytes,
@@ -227,6 +228,14 @@ def fsdp_staged_params(w: Workload, partition: Partition, stage: int,
     return largest + stack.prefetch_depth * max([largest, *tables])
 
 
+def _bf16_params(w: Workload, partition: Partition, stage: int) -> float:
+    """Parameters on one GPU of ``stage`` in its 16-bit decoder layers
+    (``training.first_last_layers_bf16``; dense models only)."""
+    n = sum(w.bf16_layer(x) for x in stage_layer_indices(partition, stage)) \
+        if w.bf16_layers else 0
+    return n * layer_params(w, False).dense if n else 0.0
+
+
 def _trainable_share(sp) -> float:
     """Share of a stage's parameters that train (1 but under LoRA)."""
     return sp.trainable.total / sp.total if sp.total else 1.0
@@ -272,11 +281,14 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | PlanShap
     for stage in range(partition.num_stages):
         sp = shape.params[stage]
         acts = stage_activations(w, partition, stage, load)
+        # first_last_layers_bf16: those layers' weights are 16-bit and keep no scaled copies
+        b16 = _bf16_params(w, partition, stage)
         stages.append(StageMemory(
             stage=stage,
             # under PyTorch FSDP only the frozen weights hold a 16-bit shard of their own
-            parameters=_split(weights, sp.frozen_part if main_only else sp, p_shard),
-            fp8_weight_copies=copies * sp.total,  # of the gathered (whole) weights
+            parameters=_split(weights, sp.frozen_part if main_only else sp, p_shard)
+            + (WEIGHT_BYTES - weights) * b16 / p_shard[0],
+            fp8_weight_copies=copies * (sp.total - b16),  # of the gathered (whole) weights
             # frozen weights (LoRA's base) have neither gradients nor optimizer states
             gradients=_split(grads, sp.trainable, g_shard),
             optimizer=_split(optim, sp.trainable, o_shard),

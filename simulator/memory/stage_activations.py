@@ -71,12 +71,13 @@ def _chunks(partition: Partition, stage: int) -> list[list[int]]:
 def stage_activations(w: Workload, partition: Partition, stage: int,
                       load: float) -> StageActivations:
     """Activations held by one GPU of ``stage`` at its peak (bytes), see module docstring."""
-    cache: dict[tuple[bool, str | None], float] = {}
+    cache: dict[tuple[bool, bool, str | None], float] = {}
+    w16 = w.in_bf16() if w.bf16_layers else w  # first_last_layers_bf16: 16-bit saved inputs
 
     def per_layer(layer: int, mode: str | None = None) -> float:
-        key = (is_moe_layer(w, layer), mode)
+        key = (is_moe_layer(w, layer), w.bf16_layer(layer), mode)
         if key not in cache:
-            cache[key] = activation_bytes_per_layer(w, key[0], load, mode)
+            cache[key] = activation_bytes_per_layer(w16 if key[1] else w, key[0], load, mode)
         return cache[key]
 
     tr = w.training

@@ -107,6 +107,16 @@ class ChunkCoster:
         return self._layer(None, ops=self._dense_ops)
 
     @cached_property
+    def bf16(self) -> ChunkCoster:
+        """The coster of the run's 16-bit decoder layers (``training.first_last_layers_bf16``):
+        the same plan in bf16, whose dense layer, plain backward and W this one reads."""
+        return ChunkCoster(self.w.in_bf16(), self.topo)
+
+    def _kind(self, layer: int) -> ChunkCoster:
+        """The coster whose dense layer ``layer`` is: this one, or :attr:`bf16`."""
+        return self.bf16 if self.w.bf16_layer(layer) else self
+
+    @cached_property
     def dense_plain_bwd(self) -> Phase:
         """Full recompute, block method: layers past recompute_num_layers keep their
         activations, so their backward re-runs nothing."""
@@ -157,15 +167,17 @@ class ChunkCoster:
         if plain:
             b.extend(self.dense_plain_bwd, plain, ops)
 
-    def chunk_kind(self, s: int, c: int) -> tuple[bool, bool, bool, int] | None:
+    def chunk_kind(self, s: int, c: int) -> tuple | None:
         """A key under which :meth:`chunk` gives the same phases for every (stage, chunk)
         that has it: without MoE layers or offloading, a chunk's costs depend only on
-        whether it holds the embedding / the output and on its layer count (recompute
-        goes by position in the chunk). None where they may depend on more."""
+        whether it holds the embedding / the output, on its layer count and on which of its
+        layers run in 16-bit (recompute goes by position in the chunk). None where they
+        may depend on more."""
         if self.moe is not None or self.offload_layers:
             return None
+        ids = self.shape.layer_ids(s, c)
         return (self.shape.first(s, c), self.shape.last(s, c), self.shape.mtp(s, c),
-                len(self.shape.layer_ids(s, c)))
+                len(ids), tuple(self.w.bf16_layer(x) for x in ids))
 
     def collect(self, s: int, c: int, mb: int, first: bool, last: bool
                 ) -> tuple[Phase, Phase, float, list[tuple[int, bool, bool]]]:
@@ -207,8 +219,13 @@ class ChunkCoster:
         if last:
             b.extend(self.output[1], ops=ops)
         dense_run = plain_run = 0
+        bf16_run = bf16_plain = 0  # 16-bit layers (first_last_layers_bf16; dense models only)
         for pos, layer in enumerate(self.shape.layer_ids(s, c)):
             redo = self.rc.layer_recomputed(pos) or not self.rc.full
+            if self.moe is None and w.bf16_layer(layer):
+                bf16_run += redo
+                bf16_plain += not redo
+                continue
             if self.moe is None or not is_moe_layer(w.model.moe, layer):
                 dense_run += redo
                 plain_run += not redo
@@ -238,6 +255,9 @@ class ChunkCoster:
         self._dense(f, b, dense_run, plain_run, ops)
         if dense_run + plain_run:  # none: the dense layer need not be costed
             wg += self.w_dense * (dense_run + plain_run)
+        if bf16_run + bf16_plain:
+            self.bf16._dense(f, b, bf16_run, bf16_plain, ops)
+            wg += self.bf16.w_dense * (bf16_run + bf16_plain)
         moved = sum(layer < self.offload_layers for layer in self.shape.layer_ids(s, c))
         if moved and self.offload is not None:
             f.extend(self.offload[0], moved, ops), b.extend(self.offload[1], moved, ops)
