@@ -14,6 +14,7 @@ from simulator.hardware import Topology
 from simulator.memory import activation_bytes_per_layer, estimate_memory, stage_params
 from simulator.sweep.tasks import simulate_task
 from simulator.shape.partition import parse_layout, partition_layers
+from simulator.shape.params import stage_tables
 
 TP1 = {"parallelism.tensor": 1, "parallelism.data": 8, "parallelism.sequence_parallel": False}
 
@@ -27,6 +28,13 @@ def _states(w, h100):
     st = estimate_memory(w, h100).stages[0]
     n = stage_params(w, partition_layers(w), 0).total
     return st, n
+
+
+def _layers(w) -> float:
+    """Parameters of one stage's decoder layers, those Transformer Engine scales (the
+    embedding and output tables are Megatron-Core modules, not TE ones)."""
+    part = partition_layers(w)
+    return stage_params(w, part, 0).total - sum(stage_tables(w, part, 0))
 
 
 def test_precision_aware_optimizer_bf16_state_is_6_bytes(h100):
@@ -54,7 +62,9 @@ def test_fp8_weights_and_te_copies(h100, gather, weights, copies):
     w = load_workload("llama3-8b", {**TP1, "training.precision": "fp8",
                                     "training.fp8_param_gather": gather})
     st, n = _states(w, h100)
-    assert (st.parameters, st.fp8_weight_copies) == (weights * n, copies * n)
+    layers = _layers(w)  # the tables stay 16-bit and keep no copies
+    assert (st.parameters, st.fp8_weight_copies) == pytest.approx(
+        (weights * layers + 2 * (n - layers), copies * layers), rel=1e-12)
 
 
 @pytest.mark.parametrize("recipe,gather,copies", [
@@ -69,8 +79,8 @@ def test_blackwell_per_tensor_fp8_keeps_no_transposes(recipe, gather, copies):
     w = load_workload("llama3-8b", {**TP1, "training.precision": "fp8",
                                     "training.fp8_recipe": recipe,
                                     "training.fp8_param_gather": gather})
-    st, n = _states(w, b200)
-    assert st.fp8_weight_copies == copies * n
+    st, _ = _states(w, b200)
+    assert st.fp8_weight_copies == pytest.approx(copies * _layers(w), rel=1e-12)
 
 
 @pytest.mark.parametrize("release,topology,recipe,gather,copies", [
@@ -89,8 +99,8 @@ def test_uncached_weight_transposes_leave_no_fp8_weight_copies(release, topology
                                     "training.fp8_param_gather": gather,
                                     "training.disable_parameter_transpose_cache": True,
                                     "training.stack_release": release})
-    st, n = _states(w, Topology.from_config(load_topology(topology)))
-    assert st.fp8_weight_copies == copies * n
+    st, _ = _states(w, Topology.from_config(load_topology(topology)))
+    assert st.fp8_weight_copies == pytest.approx(copies * _layers(w), rel=1e-12)
 
 
 def test_fp8_param_gather_needs_fp8():

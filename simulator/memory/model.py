@@ -236,6 +236,26 @@ def _bf16_params(w: Workload, partition: Partition, stage: int) -> float:
     return n * layer_params(w, False).dense if n else 0.0
 
 
+def _unscaled_tables(w: Workload, partition: Partition, stage: int) -> float:
+    """Parameters on one GPU of ``stage``'s embedding / output tables that stay 16-bit under a
+    scaled precision: Megatron-Core's VocabParallelEmbedding and output ColumnParallelLinear
+    are not Transformer Engine modules, so FP8 / NVFP4 weights (``fp8_param_gather``) and TE's
+    cached copies exist for the decoder layers' linears only; the output table is scaled only
+    where the stack quantises it (stacks/*.yaml ``fp8.output_layer_fp8``: torchao converts
+    the LM head)."""
+    if not w.training.precision_type.scaled:
+        return 0.0
+    tables = stage_tables(w, partition, stage)
+    if not tables:
+        return 0.0
+    last_g = len(partition.counts) - 1
+    own = w.model.untie_embeddings_and_output_weights or partition.num_stages > 1
+    output_scaled = run_stack(w.training).fp8_output_layer is True
+    table = tables[0]
+    return sum(table for g in partition.place[stage]
+               for holds in (g == 0, g == last_g and own and not output_scaled) if holds)
+
+
 def _trainable_share(sp) -> float:
     """Share of a stage's parameters that train (1 but under LoRA)."""
     return sp.trainable.total / sp.total if sp.total else 1.0
@@ -281,8 +301,9 @@ def estimate_memory(w: Workload, topo: Topology, partition: Partition | PlanShap
     for stage in range(partition.num_stages):
         sp = shape.params[stage]
         acts = stage_activations(w, partition, stage, load)
-        # first_last_layers_bf16: those layers' weights are 16-bit and keep no scaled copies
-        b16 = _bf16_params(w, partition, stage)
+        # 16-bit weights without scaled copies beside scaled ones: the layers kept in bf16
+        # (first_last_layers_bf16) and the embedding / output tables (module docstring)
+        b16 = _bf16_params(w, partition, stage) + _unscaled_tables(w, partition, stage)
         stages.append(StageMemory(
             stage=stage,
             # under PyTorch FSDP only the frozen weights hold a 16-bit shard of their own

@@ -5,7 +5,9 @@ Megatron-LM ``docs/user-guide/features/dist_optimizer.md``: 18 bytes without the
 distributed optimizer, ``6 + 12/d`` with it):
 
 * **weights**, 2 bytes (bf16/fp16). With ``fp8_param_gather`` (NeMo: ``fp8_params``) the
-  weights *are* FP8 tensors, 1 byte, and no 16-bit copy exists.
+  weights *are* FP8 tensors, 1 byte, and no 16-bit copy exists. Only Transformer Engine's
+  linears are scaled: the embedding and output tables (Megatron-Core modules) stay 16-bit
+  and keep no copies below (``memory/model.py`` ``_unscaled_tables``).
 * **NVFP4 copies** (precision fp4): Transformer Engine's NVFP4 weights are block-scaled
   along each GEMM's reduction dimension, so the forward's row-wise copy and the backward's
   column-wise copy are both kept (0.5625 byte each: 4-bit values and an E4M3 scale per 16),
