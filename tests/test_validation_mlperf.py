@@ -65,7 +65,7 @@ def test_each_run_states_its_recipe_and_fits(cases):
 def test_the_one_node_h100_lora_run_fits_because_its_weight_transposes_are_not_cached(cases):
     """The v4.0 LoRA recipe keeps FP8 weights with disable_parameter_transpose_cache: TE makes
     each weight's transpose in its backward and caches none (memory/states.py). Predicted
-    69.1 GB on the 85.5 GB (81,559 MiB) H100; with the transposes cached, 86.4 GB, over."""
+    69.2 GB on the 85.5 GB (81,559 MiB) H100; with the transposes cached, 86.4 GB, over."""
     c = cases[ONE_NODE_LORA]
     assert c.spec["workload"]["training"]["disable_parameter_transpose_cache"]
     rep = _memory(c)
