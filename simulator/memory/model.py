@@ -245,15 +245,8 @@ def _unscaled_tables(w: Workload, partition: Partition, stage: int) -> float:
     the LM head)."""
     if not w.training.precision_type.scaled:
         return 0.0
-    tables = stage_tables(w, partition, stage)
-    if not tables:
-        return 0.0
-    last_g = len(partition.counts) - 1
-    own = w.model.untie_embeddings_and_output_weights or partition.num_stages > 1
     output_scaled = run_stack(w.training).fp8_output_layer is True
-    table = tables[0]
-    return sum(table for g in partition.place[stage]
-               for holds in (g == 0, g == last_g and own and not output_scaled) if holds)
+    return sum(stage_tables(w, partition, stage, output=not output_scaled))
 
 
 def _trainable_share(sp) -> float:

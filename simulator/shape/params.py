@@ -137,13 +137,16 @@ def stage_params(w: Workload, partition: Partition, stage: int) -> StageParams:
     return _with_tables(w, partition, stage, dense, expert)
 
 
-def stage_tables(w: Workload, partition: Partition, stage: int) -> list[float]:
+def stage_tables(w: Workload, partition: Partition, stage: int,
+                 output: bool = True) -> list[float]:
     """Parameters on one GPU of each embedding / output table ``stage`` holds, ``V_pad*h/t``
     each: the embedding with global chunk 0, the output layer with the last one when the
-    embeddings are untied or PP > 1 (module docstring)."""
+    embeddings are untied or PP > 1 (module docstring); ``output`` False: the embedding's
+    alone."""
     table = padded_vocab(w) * w.model.hidden_size / w.parallelism.tensor
     last_g = len(partition.counts) - 1
-    own_output = w.model.untie_embeddings_and_output_weights or partition.num_stages > 1
+    own_output = output and (w.model.untie_embeddings_and_output_weights
+                             or partition.num_stages > 1)
     return [table for g in partition.place[stage]
             for holds in (g == 0, g == last_g and own_output) if holds]
 
