@@ -24,6 +24,9 @@ KNOWN_GAPS: dict[str, str] = {
         "tests/test_validation_mlperf.py::test_the_multi_node_b200_nvfp4_runs_within_the_bar "
         "(-12.7 %: dgx-b200's NVFP4 efficiency is gb200-nvl72's FP8 value carried; every B200 "
         "NVFP4 run comes out fast)",
+    "mlperf51-llama31-8b-nvfp4-b300-lenovo-8g":
+        "tests/test_validation_mlperf.py::test_the_b300_nvfp4_runs_within_the_bar (-14.4 %: "
+        "dgx-b300 is uncalibrated; its NVFP4 gain over B200 is priced 1.21x, measured 1.13x)",
     "mlperf41-gpt3-175b-h100-256g":
         "tests/test_validation_mlperf.py::test_the_mbs2_gpt3_runs_within_the_bar (+14.9 %: the "
         "tuned MBS 2 recipe's FP8 GEMMs run faster than the fitted efficiency prices them)",

@@ -45,7 +45,11 @@ SMALL_STEP_MISSES = {"mlperf51-llama31-8b-gb200-512g": (0.12, 0.20),
                      "mlperf41-gpt3-175b-h100-512g": (0.09, 0.17),
                      # Nebius's 2-node NVFP4 8B run on B200 (dgx-b200's FP4 efficiency is its
                      # FP8 value carried; every B200 NVFP4 run comes out fast)
-                     "mlperf51-llama31-8b-nvfp4-b200-nebius-16g": (-0.16, -0.09)}
+                     "mlperf51-llama31-8b-nvfp4-b200-nebius-16g": (-0.16, -0.09),
+                     # HGX B300 (uncalibrated: dgx-b300 carries gb300-nvl72's NVFP4
+                     # efficiency), NVFP4 on one node: its gain over B200 measured 1.13x
+                     "mlperf51-llama31-8b-nvfp4-b300-lenovo-8g": (-0.18, -0.10),
+                     "mlperf51-llama31-8b-nvfp4-b300-nebius-8g": (-0.16, -0.08)}
 
 
 def _memory(c):
@@ -54,7 +58,7 @@ def _memory(c):
 
 
 def test_each_run_states_its_recipe_and_fits(cases):
-    assert len(cases) == 66
+    assert len(cases) == 70
     for c in cases.values():
         assert any(f"training_results_v{r}" in c.source for r in ("4.0", "4.1", "5.0", "5.1")), c.id
         assert c.recipe["source"] and c.recipe["unknown"], c.id
@@ -227,7 +231,8 @@ def test_the_8b_fp8_runs(cases):
     200 of them at DP 32) the 64-GPU runs come out 17-20 % slow, with the logged 768e6 /
     134e6 within 2 %."""
     runs = {cid: c for cid, c in cases.items()
-            if cid.startswith(LLAMA8B) and not cid.startswith(NVFP4_8B)}
+            if cid.startswith(LLAMA8B) and not cid.startswith(NVFP4_8B)
+            and cases[cid].topology != "dgx-b300"}
     assert len(runs) == 18
     errs = {cid: predict_step_time(c) / c.measured - 1 for cid, c in runs.items()}
     assert statistics.median(abs(e) for e in errs.values()) <= 0.06, errs
@@ -309,7 +314,8 @@ def test_the_nvfp4_8b_runs(cases):
     (today +0.5 / -3.9 %); the nine B200 runs all fast, the seven one-node runs by 5-9 % (today
     -5.5 .. -8.0 %; dgx-b200 carries gb200-nvl72's FP8 efficiency for NVFP4) and Nebius's 2- and
     4-node runs by 9-14 % (-12.7 / -11.5 %)."""
-    runs = {cid: c for cid, c in cases.items() if cid.startswith(NVFP4_8B)}
+    runs = {cid: c for cid, c in cases.items()
+            if cid.startswith(NVFP4_8B) and c.topology != "dgx-b300"}
     assert len(runs) == 11
     err = {cid: predict_step_time(c) / c.measured - 1 for cid, c in runs.items()}
     for gpu in ("gb200", "gb300"):
@@ -326,3 +332,30 @@ def test_the_nvfp4_8b_runs(cases):
                    "B200 NVFP4 run comes out fast (validation/mlperf/README.md)")
 def test_the_multi_node_b200_nvfp4_runs_within_the_bar(cases):
     _assert_within_the_bar(cases, [f"{NVFP4_8B}b200-nebius-{n}g" for n in (16, 32)])
+
+
+B300 = "mlperf51-llama31-8b-"
+
+
+def test_the_b300_runs(cases):
+    """One HGX B300 node (dgx-b300, uncalibrated: B200's FP8 constants, GB300's NVFP4 and
+    attention ones), never fitted. The FP8 runs within 5 % (today +2.9 / +2.5 %): on this part
+    FP8 runs at B200's rate, as measured (0.548-0.551 s against the B200 node's 0.545 s). The
+    NVFP4 runs come out fast (-11.8 / -14.4 %): the model gives B300 1.21x B200's NVFP4 step,
+    the logs 1.13x; and a B300 holds the 8B plan in 109-115 of its 288 GB."""
+    fp8 = [cases[f"{B300}b300-{s}-8g"] for s in ("dell", "supermicro")]
+    fp4 = [cases[f"{B300}nvfp4-b300-{s}-8g"] for s in ("nebius", "lenovo")]
+    for c in fp8:
+        assert c.topology == "dgx-b300" and abs(predict_step_time(c) / c.measured - 1) <= 0.05
+    for c in fp4:
+        assert -0.18 <= predict_step_time(c) / c.measured - 1 <= -0.08, c.id
+    b200 = cases[f"{NVFP4_8B}b200-nebius-8g"]
+    gain = predict_step_time(b200) / predict_step_time(fp4[0])
+    assert gain == pytest.approx(1.21, abs=0.03) and b200.measured / fp4[0].measured < 1.17
+
+
+@pytest.mark.xfail(strict=True, reason="HGX B300 NVFP4 (dgx-b300 uncalibrated, gb300-nvl72's "
+                   "NVFP4 efficiency carried): -11.8 / -14.4 %; measured, B300 runs the 8B NVFP4 "
+                   "step 1.13x faster than B200, the model 1.21x (validation/mlperf/README.md)")
+def test_the_b300_nvfp4_runs_within_the_bar(cases):
+    _assert_within_the_bar(cases, [f"{B300}nvfp4-b300-{s}-8g" for s in ("nebius", "lenovo")])

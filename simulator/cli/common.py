@@ -20,8 +20,8 @@ from ..io import atomic_write_text
 # the shipped topologies, named in every --topology help (tests/test_api_cli_conventions.py
 # checks the list)
 TOPOLOGY_HELP = ("topology YAML path or shipped name (dgx-a100, dgx-h100, h200, dgx-b200, "
-                 "gb200-nvl72, gb300-nvl72; uncalibrated: h800, grand-teton-h100, mi300x, "
-                 "mi355x; `clustersim list` shows them)")
+                 "gb200-nvl72, gb300-nvl72; uncalibrated: h800, grand-teton-h100, dgx-b300, "
+                 "mi300x, mi355x; `clustersim list` shows them)")
 
 
 def add_config_arguments(p: argparse.ArgumentParser, workload: bool = True,
