@@ -112,10 +112,6 @@ class ChunkCoster:
         the same plan in bf16, whose dense layer, plain backward and W this one reads."""
         return ChunkCoster(self.w.in_bf16(), self.topo)
 
-    def _kind(self, layer: int) -> ChunkCoster:
-        """The coster whose dense layer ``layer`` is: this one, or :attr:`bf16`."""
-        return self.bf16 if self.w.bf16_layer(layer) else self
-
     @cached_property
     def dense_plain_bwd(self) -> Phase:
         """Full recompute, block method: layers past recompute_num_layers keep their
