@@ -39,7 +39,7 @@ from ..config import load_topology
 from ..metrics.uncertainty import RESIDUALS
 from ..precision import precision_of
 from .cases import Case, load_cases, precision
-from .fit import BOUNDS, FIT_CATEGORIES, fit
+from .fit import BOUNDS, FIT_CATEGORIES, fit, shipped_values
 from .predict import predict
 from .report import write_atomic
 from .surrogate import Surface, build_surface
@@ -99,12 +99,9 @@ def source_key(case: Case, cases: list[Case] = ()) -> str:
 
 
 def shipped(topology: str, params: list[str] | tuple[str, ...]) -> dict[str, float]:
-    """The topology file's values; an unset FP8 efficiency is the bf16 one and an unset NVFP4
-    one the FP8 one, as in :class:`simulator.hardware.GPU`."""
-    gpu = load_topology(topology).gpu
-    fallback = {FP4: gpu.fp8_gemm_efficiency or gpu.gemm_efficiency}
-    return {p: float(getattr(gpu, p.split(".", 1)[1]) or fallback.get(p, gpu.gemm_efficiency))
-            for p in params}
+    """The topology file's values, an unset efficiency at its fallback
+    (:func:`.fit.shipped_values`)."""
+    return shipped_values(load_topology(topology), params)
 
 
 def donor(topology: str, cases: list[Case]) -> str:

@@ -24,8 +24,8 @@ import sys
 from collections.abc import Callable
 
 from ..errors import ConfigError
-from ..precision import precision_of
 from ..hardware import Topology
+from ..precision import precision_of
 from .cases import Case, load_cases, precision
 from .predict import predict
 
@@ -127,9 +127,17 @@ def fit(cases: list[Case], start: dict[str, float], params: list[str], sweeps: i
     return cur
 
 
-def _field(gpu: object, param: str) -> object:
-    """The value of ``gpu.<name>`` for ``param`` ("gpu.<name>")."""
-    return getattr(gpu, param.split(".", 1)[1])
+def shipped_values(cfg, params) -> dict[str, float]:
+    """The topology config ``cfg``'s value of each ``gpu.<name>`` in ``params``; an unset
+    efficiency is the value it falls back to (:class:`simulator.hardware.GPU`: FP8 to the
+    bf16 one, NVFP4 to the FP8 one)."""
+    out = {}
+    for p in params:
+        name = p.split(".", 1)[1]
+        value = getattr(cfg.gpu, name)
+        out[p] = float(value if value is not None
+                       else getattr(Topology.from_config(cfg).gpu, name))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,16 +167,13 @@ def main(argv: list[str] | None = None) -> int:
         BOUNDS[name] = (lo, hi)
     fixed = {name: float(v) for name, v in (item.split("=", 1) for item in args.set)}
     cfg = load_topology(args.topology, fixed)
-    gpu, resolved = cfg.gpu, Topology.from_config(cfg).gpu
     cases = [c for c in training_cases(args.topology, categories=tuple(args.categories))
              if args.precision is None or precision(c) == args.precision]
     if not cases:
         raise ConfigError("topology", args.topology, "has no training cases"
                           + (f" of precision {args.precision}" if args.precision else ""))
     params = args.params or default_params(cases)
-    # an unset efficiency starts from the value it falls back to (hardware.GPU)
-    start = {**fixed, **{p: float(_field(gpu, p) if _field(gpu, p) is not None
-                                  else _field(resolved, p)) for p in params}}
+    start = {**fixed, **shipped_values(cfg, params)}
     print(f"{len(cases)} training cases on {args.topology}; start {start} "
           f"objective {objective(cases, start):.5f}", flush=True)
     best = fit(cases, start, params, args.sweeps, args.iters,
