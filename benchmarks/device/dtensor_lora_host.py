@@ -187,17 +187,22 @@ def _put(mod, name, mesh, placements):
                                               requires_grad=p.requires_grad))
 
 
+def _place(module, mesh, dim: int) -> bool:
+    """Shard a LoRA linear's weight and adapters along ``dim``; True where it has adapters.
+    The styles' partition function is called for the adapters too: they are placed here."""
+    if not isinstance(module, LoRALinear):
+        return False
+    for m in (module, module.lora_A, module.lora_B) if module.lora else (module,):
+        _put(m, "weight", mesh, [Shard(dim)])
+    return module.lora
+
+
 class ColwiseLoRA(ColwiseParallel):
     """Column-wise style with the adapter layouts of AutoModel's LoRA styles (module docs)."""
 
     def _partition_linear_fn(self, name, module, mesh):
-        if not isinstance(module, LoRALinear):  # called for the adapters too: placed below
+        if not _place(module, mesh, 0):
             return
-        _put(module, "weight", mesh, [Shard(0)])
-        if not module.lora:
-            return
-        _put(module.lora_A, "weight", mesh, [Shard(0)])
-        _put(module.lora_B, "weight", mesh, [Shard(0)])
 
         def gather(_m, _inp, out):
             if isinstance(out, DTensor) and any(isinstance(p, Shard) for p in out.placements):
@@ -209,13 +214,7 @@ class ColwiseLoRA(ColwiseParallel):
 
 class RowwiseLoRA(RowwiseParallel):
     def _partition_linear_fn(self, name, module, mesh):
-        if not isinstance(module, LoRALinear):
-            return
-        _put(module, "weight", mesh, [Shard(1)])
-        if not module.lora:
-            return
-        _put(module.lora_A, "weight", mesh, [Shard(1)])
-        _put(module.lora_B, "weight", mesh, [Shard(1)])
+        _place(module, mesh, 1)
 
 
 def build(s: Shapes, n_layers: int, dtensor: bool, sync: bool, device, dtype, mesh,
