@@ -1,7 +1,8 @@
 """Write reports/dtensor_lora_host.md from the JSON files of dtensor_lora_host.py runs.
 
-Needs no PyTorch: it reads ``reports/data/dtensor_lora_host_*.json`` (each the ``$OUT`` file
-of one run of :mod:`dtensor_lora_host`) and prints or writes the Markdown tables.
+Needs no PyTorch: it reads ``reports/data/dtensor_lora_host_*.json`` (each run's
+``$OUT/dtensor_lora_host.json`` of :mod:`dtensor_lora_host`, copied there under a label:
+``_lora_seq4096``, ``_nolora_seq4096``, ...) and prints or writes the Markdown tables.
 
 Run: ``python benchmarks/device/report_dtensor_lora_host.py --out reports/dtensor_lora_host.md``
 """
@@ -48,9 +49,7 @@ def load() -> list[dict]:
 
 
 def table(rows: list[dict], lora: bool) -> list[str]:
-    suffix = "" if lora else "-nolora"
-    keys = sorted({(r["shape"], r["seq"]) for r in rows if r["variant"].endswith(suffix)
-                   or (suffix and suffix in r["variant"])})
+    keys = sorted({(r["shape"], r["seq"]) for r in rows if ("nolora" in r["variant"]) != lora})
     lines = ["| shape | tokens | " + " | ".join(f"{v} ms (host)" for v in VARIANTS)
              + " | DT ops | dtensor+sync / plain+sync |",
              "|---|---:|" + "---:|" * len(VARIANTS) + "---:|---:|"]
