@@ -49,18 +49,14 @@ def load() -> list[dict]:
 
 
 def table(rows: list[dict], lora: bool) -> list[str]:
-    keys = sorted({(r["shape"], r["seq"]) for r in rows if ("nolora" in r["variant"]) != lora})
+    groups: dict[tuple, dict] = {}  # (shape, tokens) -> variant without "-nolora" -> row
+    for r in rows:
+        if ("nolora" in r["variant"]) != lora:
+            groups.setdefault((r["shape"], r["seq"]), {})[r["variant"].replace("-nolora", "")] = r
     lines = ["| shape | tokens | " + " | ".join(f"{v} ms (host)" for v in VARIANTS)
              + " | DT ops | dtensor+sync / plain+sync |",
              "|---|---:|" + "---:|" * len(VARIANTS) + "---:|---:|"]
-    for shape, seq in keys:
-        got = {}
-        for r in rows:
-            name = r["variant"].replace("-nolora", "")
-            if (r["shape"], r["seq"]) == (shape, seq) and (("nolora" in r["variant"]) != lora):
-                got[name] = r
-        if not got:
-            continue
+    for (shape, seq), got in sorted(groups.items()):
         cells = [f"{got[v]['ms_per_layer']:.1f} ({got[v]['host_issue_ms_per_layer']:.1f})"
                  if v in got else "" for v in VARIANTS]
         dt = next((got[v]["dtensor_ops_per_layer"] for v in ("dtensor", "dtensor+sync")
