@@ -11,8 +11,12 @@ import numpy as np
 import pytest
 
 from simulator.collectives import bus_bandwidth, collective_time
-from simulator.collectives.group_fit import (load_groups, predicted_busbw, predicted_time_us,
-                                             residuals)
+from simulator.collectives.group_fit import (
+    load_groups,
+    predicted_busbw,
+    predicted_time_us,
+    residuals,
+)
 from simulator.config import load_topology
 from simulator.hardware import Topology
 

@@ -30,8 +30,8 @@ from simulator.engine import (
 from simulator.errors import ConfigError
 from simulator.hardware import Topology
 from simulator.schedules import SCHEDULES, Step
-from simulator.workload.moe import plan as moe_plan
 from simulator.workload.chunk_cost import ChunkCoster
+from simulator.workload.moe import plan as moe_plan
 from simulator.workload.plan import build_plan
 
 

@@ -19,10 +19,10 @@ from simulator.compute import memory_time
 from simulator.config import load_workload
 from simulator.memory import estimate_memory
 from simulator.memory.model import fsdp_staged_params, fsdp_unit_bytes
-from simulator.workload.fsdp import FSDP_KEYS, pipelined, pipelined_parts, unit_collectives, units
 from simulator.shape.params import layer_params, stage_params, stage_tables
 from simulator.shape.partition import partition_layers
 from simulator.shape.plan_shape import plan_shape
+from simulator.workload.fsdp import FSDP_KEYS, pipelined, pipelined_parts, unit_collectives, units
 
 # Llama 3 8B on 16 H100 (two nodes), TP1 PP1 DP16: the DP group crosses the fabric
 PLAN = {"parallelism.tensor": 1, "parallelism.data": 16, "parallelism.sequence_parallel": False,

@@ -279,7 +279,7 @@ def test_chunked_loss_keeps_one_slice_of_logits():
     assert output_activation_bytes(chunked) == pytest.approx(4 * s * b * h / sp + 4 * s * b * h)
     assert logits_transient_bytes(chunked) == pytest.approx(6 * s * b * V / t / 8)
     assert output_activation_bytes(w) == pytest.approx(4 * s * b * h / sp + 4 * s * b * V / t)
-    with pytest.raises(ConfigError, match="training.loss_num_chunks"):
+    with pytest.raises(ConfigError, match=r"training.loss_num_chunks"):
         from simulator.config.validate import check_config
         bad = gpt3(**{"training.loss_num_chunks": 7})
         check_config(bad, load_topology("dgx-h100"))

@@ -14,9 +14,9 @@ from simulator.config import load_topology, load_workload
 from simulator.hardware import Topology, usable_hbm_bytes
 from simulator.memory import estimate_memory, stage_params
 from simulator.memory.activations import logits_transient_bytes
+from simulator.shape.partition import partition_layers
 from simulator.validation.cases import STEP_CATEGORIES, load_cases
 from simulator.validation.predict import predict
-from simulator.shape.partition import partition_layers
 
 RECIPE_KEYS = {"grads", "optimizer", "dropout", "fp8_params", "recompute", "micro_batch_size"}
 

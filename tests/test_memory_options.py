@@ -12,9 +12,9 @@ from simulator.config import load_topology, load_workload
 from simulator.errors import ConfigError
 from simulator.hardware import Topology
 from simulator.memory import activation_bytes_per_layer, estimate_memory, stage_params
-from simulator.sweep.tasks import simulate_task
-from simulator.shape.partition import parse_layout, partition_layers
 from simulator.shape.params import stage_tables
+from simulator.shape.partition import parse_layout, partition_layers
+from simulator.sweep.tasks import simulate_task
 
 TP1 = {"parallelism.tensor": 1, "parallelism.data": 8, "parallelism.sequence_parallel": False}
 
@@ -84,7 +84,8 @@ def test_blackwell_per_tensor_fp8_keeps_no_transposes(recipe, gather, copies):
 
 
 @pytest.mark.parametrize("release,topology,recipe,gather,copies", [
-    ("NeMo 24.04", "dgx-h100", "delayed", True, 0), ("NeMo 24.09", "dgx-h100", "tensorwise", True, 0),
+    ("NeMo 24.04", "dgx-h100", "delayed", True, 0),
+    ("NeMo 24.09", "dgx-h100", "tensorwise", True, 0),
     ("NeMo 24.04", "dgx-h100", "delayed", False, 2), ("NeMo 24.04", "dgx-b200", "mxfp8", True, 1),
     (None, "dgx-h100", "delayed", True, 1)])
 def test_uncached_weight_transposes_leave_no_fp8_weight_copies(release, topology, recipe, gather,
@@ -358,7 +359,7 @@ def test_layout_mtp_rules_are_megatron_cores(layout, allowed):
 def test_layout_without_mtp_refuses_an_m():
     lay = load_workload("llama3-405b", {
         "parallelism.pipeline_model_parallel_layout": "Et*3|(t*4|)*30,t*3mL"})
-    with pytest.raises(ConfigError, match="model.mtp_num_layers is 0"):
+    with pytest.raises(ConfigError, match=r"model.mtp_num_layers is 0"):
         partition_layers(lay)
 
 

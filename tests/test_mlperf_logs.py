@@ -27,7 +27,7 @@ def _eval_counted_log(gbs=8, steps=(10, 5), step_s=(2.0, 3.0)) -> str:
     a tracked throughput inside each block and a summary throughput after the run."""
     lines = ["noise before", _line(0, "global_batch_size", gbs)]
     t, seen = 1000.0, 0
-    for n, s in zip(steps, step_s):
+    for n, s in zip(steps, step_s, strict=True):
         lines.append(_line(t, "block_start", samples_count=seen))
         lines.append(_line(t + 1, "tracked_stats", {"throughput": gbs / s}))
         t += n * s * 1000

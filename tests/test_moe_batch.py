@@ -32,12 +32,12 @@ from simulator.moe.sampling import (
     uniform_counts,
 )
 from simulator.report.expert_load import expert_loads
-from simulator.workload.moe import draws as moe_draws
+from simulator.shape.plan_shape import microbatch_runs
 from simulator.workload.chunk_cost import ChunkCoster
+from simulator.workload.moe import draws as moe_draws
 from simulator.workload.moe.dispatch import deepep_tokens
 from simulator.workload.moe.part import PART_FIELDS, add_ep_breakdown
 from simulator.workload.plan import build_plan
-from simulator.shape.plan_shape import microbatch_runs
 
 SMALL = {"parallelism.pipeline": 2, "parallelism.data": 4, "parallelism.tensor": 1,
          "parallelism.expert": 4, "parallelism.expert_tensor": 1, "model.num_layers": 4,

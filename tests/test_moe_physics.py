@@ -19,9 +19,9 @@ from simulator.config.workload import MoEConfig, Workload
 from simulator.errors import ConfigError
 from simulator.hardware import Topology
 from simulator.moe import alltoall_bytes, rng_for, route
+from simulator.shape.model_params import model_params
 from simulator.workload.chunk_cost import ChunkCoster
 from simulator.workload.layout import group_layout
-from simulator.shape.model_params import model_params
 from simulator.workload.moe.host import BACKWARD_FACTOR
 
 H100 = Topology.from_config(load_topology("dgx-h100"))

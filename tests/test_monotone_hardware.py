@@ -7,8 +7,8 @@ at a time in the faster direction, and all at once by random factors (hypothesis
 shipped workloads and topologies with plans that exercise TP / EP / PP / CP, DualPipe-V,
 recompute (full, MoE-only), CUDA graphs, host-bound MoE layers, DeepEP under group-limited
 routing, an FSDP2 stack that keeps its gathered weights, and FSDP2 under PyTorch's pipelining
-(gradients reduce-scattered once per schedule; lock-step slots as in torch 2.8). The step (expected and
-ideal) must not grow.
+(gradients reduce-scattered once per schedule; lock-step slots as in torch 2.8). The step
+(expected and ideal) must not grow.
 """
 
 from __future__ import annotations

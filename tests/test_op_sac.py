@@ -126,13 +126,13 @@ def test_profile_selective_modules_are_checked():
     doc = dict(_doc("torchtitan"))
     for bad in ([], ["op_sac", "mlp"], ["attention"], "op_sac"):
         doc["recompute"] = {"selective_modules": {"value": bad, "source": "test"}}
-        with pytest.raises(ConfigError, match="recompute.selective_modules"):
+        with pytest.raises(ConfigError, match=r"recompute.selective_modules"):
             parse("torchtitan", doc)
     # a run may set it like any profile key
     w, _ = _w({"training.recompute_modules": None,
                "training.stack_settings": {"recompute.selective_modules": ["core_attn"]}})
     assert w.training.recompute_plan.modules == ("core_attn",)
-    with pytest.raises(ConfigError, match="training.stack_settings.recompute.selective_modules"):
+    with pytest.raises(ConfigError, match=r"training.stack_settings.recompute.selective_modules"):
         _w({"training.recompute_modules": None,
             "training.stack_settings": {"recompute.selective_modules": ["op_sac", "mlp"]}})
 

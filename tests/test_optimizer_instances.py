@@ -18,11 +18,11 @@ from simulator.cli.main import main
 from simulator.collectives import collective_time
 from simulator.config import load_workload
 from simulator.memory import estimate_memory
-from simulator.workload.fsdp import unit_collectives
-from simulator.workload.layout import group_layout
 from simulator.shape.params import stage_params
 from simulator.shape.partition import partition_layers
 from simulator.shape.plan_shape import plan_shape
+from simulator.workload.fsdp import unit_collectives
+from simulator.workload.layout import group_layout
 from simulator.workload.step_input import buckets_of, grad_comm_bytes
 
 # Llama 3 8B, TP1 PP1 DP32 on 32 H100 (four nodes): the DP group crosses the fabric

@@ -13,13 +13,6 @@ from simulator.api import resolve, simulate_resolved
 from simulator.cli.main import main
 from simulator.config.loader import read_document
 from simulator.engine import run_engine
-from simulator.reliability.failures import (
-    daly_interval,
-    expected_wall,
-    interruption_rates,
-    young_interval,
-)
-from simulator.reliability.run import MC_FIELDS
 from simulator.metrics.variability import (
     Variability,
     expected_max_lognormal,
@@ -29,6 +22,13 @@ from simulator.metrics.variability import (
     perturb,
     sample_steps,
 )
+from simulator.reliability.failures import (
+    daly_interval,
+    expected_wall,
+    interruption_rates,
+    young_interval,
+)
+from simulator.reliability.run import MC_FIELDS
 
 IDEAL = {"reliability.jitter_sigma": 0.0, "reliability.sync_noise_s": 0.0,
          "reliability.host_noise_s": 0.0, "reliability.gpu_failures_per_gpu_day": 0.0,

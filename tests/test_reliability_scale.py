@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from simulator.config import load_topology
+from simulator.metrics.variability import expected_step
 from simulator.validation.scale_fit import (
     Replicate,
     fit,
@@ -32,7 +33,6 @@ from simulator.validation.scale_fit import (
 )
 from simulator.validation.scale_fit import main as scale_fit_main
 from simulator.validation.scale_probe import end_features, outside, run_all
-from simulator.metrics.variability import expected_step
 
 TOLERANCE_PP = 2.0
 # A coarse sigma grid around the shipped constant (the command uses a finer one).

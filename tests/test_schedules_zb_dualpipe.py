@@ -16,8 +16,8 @@ from simulator.engine import EngineInput, run_engine
 from simulator.report.figures import close
 from simulator.report.timeline import timeline_figure
 from simulator.schedules import SCHEDULES
-from simulator.sweep.search_tasks import step_lower_bound
 from simulator.shape.plan_shape import plan_shape
+from simulator.sweep.search_tasks import step_lower_bound
 
 
 def _run(name, p, m, F, B, W, ef=0.0, eb=0.0, buckets=None):

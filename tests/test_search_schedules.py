@@ -17,11 +17,11 @@ from simulator.engine import run_engine
 from simulator.errors import ConfigError
 from simulator.hardware import Topology
 from simulator.schedules import SCHEDULES
+from simulator.shape.validate import check_plan
 from simulator.sweep import search
 from simulator.sweep.candidates import DEFAULT_SCHEDULES, schedule_names, shapes
 from simulator.sweep.search_tasks import step_lower_bound
 from simulator.workload.plan import build_plan
-from simulator.shape.validate import check_plan
 
 # tiny with 8 layers (so four stages hold two V chunks each) on 8 GPUs
 EIGHT_LAYERS = {"model.num_layers": 8, "training.global_batch_size": 16}

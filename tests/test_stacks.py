@@ -15,17 +15,23 @@ from simulator.collectives import collective_time
 from simulator.compute import memory_time
 from simulator.compute.attention import arch, head_factor, kernel_efficiency, tile_fill
 from simulator.config import load_topology
-from simulator.config.stacks import (load_stack, parse, run_stack, stack_names, with_recipe,
-                                     with_release)
+from simulator.config.stacks import (
+    load_stack,
+    parse,
+    run_stack,
+    stack_names,
+    with_recipe,
+    with_release,
+)
+from simulator.hardware import Topology
 from simulator.memory import model as memory_model
 from simulator.memory.model import fsdp_staged_params
-from simulator.workload import fp8
-from simulator.workload.context import RingKernels, ring_attention
-from simulator.hardware import Topology
-from simulator.workload.fsdp import copy_kernels, pipelined, unit_collectives, units
-from simulator.workload.ops import backward_of, layer_forward, output_forward, recompute_ops
 from simulator.shape.params import layer_params
 from simulator.shape.plan_shape import plan_shape
+from simulator.workload import fp8
+from simulator.workload.context import RingKernels, ring_attention
+from simulator.workload.fsdp import copy_kernels, pipelined, unit_collectives, units
+from simulator.workload.ops import backward_of, layer_forward, output_forward, recompute_ops
 
 FSDP = {"parallelism.tensor": 1, "parallelism.data": 16, "parallelism.sequence_parallel": False,
         "training.global_batch_size": 64, "training.use_megatron_fsdp": True,
@@ -39,7 +45,7 @@ def test_every_shipped_profile_loads_and_names_its_sources():
         assert load_stack(n).name == n
     with pytest.raises(ConfigError, match="with a source"):
         parse("bad", {"fsdp": {"prefetch_depth": 2}})
-    with pytest.raises(ConfigError, match="attention.family"):
+    with pytest.raises(ConfigError, match=r"attention.family"):
         parse("bad", {"attention": {"family": {"value": "xformers", "source": "x"}}})
 
 
@@ -68,7 +74,7 @@ def test_profiles_ship_as_package_data(tmp_path, monkeypatch, capsys):
 
 
 def test_unknown_stack_is_a_one_line_error(capsys):
-    with pytest.raises(ConfigError, match="training.stack.*torchtitan"):
+    with pytest.raises(ConfigError, match=r"training.stack.*torchtitan"):
         simulate("llama3-8b", "dgx-h100", {"training.stack": "nope"})
     assert main(["run", "llama3-8b", "-t", "dgx-h100", "--set", "training.stack=nope"]) == 2
     err = capsys.readouterr().err
@@ -347,9 +353,9 @@ def test_a_release_carries_the_values_it_had():
     w = resolve("llama3-8b", "dgx-h100", dict(FSDP, **{
         "training.stack": "nemo-automodel", "training.stack_release": "AutoModel 2026-04"}))[0]
     assert run_stack(w.training).reduce_dtype == "bf16"
-    with pytest.raises(ConfigError, match="releases.x"):
+    with pytest.raises(ConfigError, match=r"releases.x"):
         with_release("bad", {"releases": {"x": {"value": {"fsdp.reduce_dtype": "bf16"}}}}, "x")
-    with pytest.raises(ConfigError, match="section.key"):
+    with pytest.raises(ConfigError, match=r"section.key"):
         with_release("bad", {"releases": {"x": {"value": {"nosuch": 1}, "source": "s"}}}, "x")
 
 

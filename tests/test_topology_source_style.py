@@ -22,12 +22,12 @@ def _sources(node, path=()):
         for key, value in node.items():
             if key == "sources" and isinstance(value, dict):
                 for name, text in value.items():
-                    yield ".".join(map(str, path + (name,))), text
+                    yield ".".join(map(str, (*path, name))), text
             else:
-                yield from _sources(value, path + (key,))
+                yield from _sources(value, (*path, key))
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            yield from _sources(value, path + (i,))
+            yield from _sources(value, (*path, i))
 
 
 @pytest.mark.parametrize("path", TOPOLOGIES, ids=lambda p: p.stem)

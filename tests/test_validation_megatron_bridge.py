@@ -143,7 +143,8 @@ def test_the_64_gpu_405b_mxfp8_run_peak_memory(cases):
 
 
 NVFP4_70B = [f"mbridge{r}-llama3-70b-gb200-64g-nvfp4" for r in ("2602", "260201", "2604", "260401")]
-NVFP4_405B = [f"mbridge{r}-llama31-405b-gb200-256g-nvfp4" for r in ("2602", "2604", "260401", "2606")]
+NVFP4_405B = [f"mbridge{r}-llama31-405b-gb200-256g-nvfp4"
+              for r in ("2602", "2604", "260401", "2606")]
 
 
 def test_the_gb200_nvfp4_runs_disagree_by_plan(cases):

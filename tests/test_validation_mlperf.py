@@ -7,6 +7,7 @@ submission's config files."""
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -174,7 +175,8 @@ def _per_sample(c, step_s):
     """GPU-seconds per sample: GPUs x step / GBS."""
     ov, w = c.spec["overrides"], c.spec["workload"]
     par = w["parallelism"]
-    gpus = par["tensor"] * par["pipeline"] * par["context"] * ov.get("parallelism.data", par["data"])
+    gpus = (par["tensor"] * par["pipeline"] * par["context"]
+            * ov.get("parallelism.data", par["data"]))
     return gpus * step_s / ov.get("training.global_batch_size", w["training"]["global_batch_size"])
 
 
@@ -191,8 +193,8 @@ def test_the_405b_runs_scale_as_measured(cases):
     the model gives 1.024 / 1.027 / 1.031 / 1.077: the same order, and at 8,192 GPUs about half
     the loss (validation/mlperf/README.md)."""
     m, p = _weak_scaling([cases[f"mlperf50-llama31-405b-h100-{n}"] for n in LLAMA405])
-    assert all(b >= a for a, b in zip(p, p[1:])), p  # more GPUs never cheaper per sample
-    for cid, mi, pi in zip(LLAMA405, m, p):
+    assert all(b >= a for a, b in itertools.pairwise(p)), p  # more GPUs never cheaper per sample
+    for cid, mi, pi in zip(LLAMA405, m, p, strict=True):
         assert abs(pi - mi) <= 0.07, (cid, mi, pi)
 
 
@@ -206,7 +208,7 @@ def test_the_gb200_405b_runs(cases):
     for c in gb200:
         assert abs(predict_step_time(c) / c.measured - 1) <= 0.03, c.id
     m, p = _weak_scaling([cases[f"mlperf50-llama31-405b-gb200-carina-{n}"] for n in CARINA])
-    for cid, mi, pi in zip(CARINA, m, p):
+    for cid, mi, pi in zip(CARINA, m, p, strict=True):
         assert abs(pi - mi) <= 0.015, (cid, mi, pi)
 
 
@@ -294,7 +296,7 @@ def test_the_nvfp4_405b_runs(cases):
         assert abs(predict_step_time(c) / c.measured - 1) <= 0.10, c.id
     m, p = _weak_scaling(runs[:3])
     assert m[1] == pytest.approx(1.124, abs=0.002) and m[2] == pytest.approx(1.193, abs=0.002)
-    for n, mi, pi in zip(NVFP4_GB200, m, p):
+    for n, mi, pi in zip(NVFP4_GB200, m, p, strict=True):
         assert abs(pi - mi) <= 0.03, (n, mi, pi)
 
 

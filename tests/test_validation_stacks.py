@@ -234,7 +234,7 @@ def test_best_plan_searches_what_the_source_explored(records):
     # selective on torchtitan is its per-op SAC (stacks/torchtitan.yaml): it lets micro-batch
     # 3 fit, which beats micro-batch 1 without recompute per token
     assert plans["f8fsdp2-8b-bf16"] == "micro_batch_size 3, recompute selective"
-    assert [c for c in load_cases(FOLDER) if c.id == "f8fsdp2-8b-bf16"][0].spec[
+    assert next(c for c in load_cases(FOLDER) if c.id == "f8fsdp2-8b-bf16").spec[
         "best_of"]["training.recompute"] == ["none", "selective", "full"]
     rows = {r["id"]: r for r in records}
     cases = {c.id: c for c in load_cases(FOLDER)}

@@ -56,7 +56,7 @@ def solve(f: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.ndarray,
     lam = 1e-3
     jac = jacobian(f, x, r, hi)
     it = 0
-    for it in range(1, iterations + 1):
+    for it in range(1, iterations + 1):  # noqa: B007 (the count is returned)
         grad = jac.T @ r
         free = ~(((x <= lo) & (grad > 0)) | ((x >= hi) & (grad < 0)))
         if not free.any():

@@ -17,7 +17,6 @@ import hashlib
 import json
 from typing import Any
 
-from ..version import __version__
 from ..api import simulate
 from ..config import load_topology
 from ..errors import ConfigError
@@ -26,6 +25,7 @@ from ..sweep.executors import Executor
 from ..sweep.progress import Progress
 from ..sweep.search import search_plans
 from ..sweep.store import ResultStore
+from ..version import __version__
 from .bom import bill_of_materials, bom_columns
 
 

@@ -57,24 +57,24 @@ H200 below give (:data:`CUDNN_H200`: rms 1 % with it; :data:`FA2_H200`: 4K at 0.
 hdim 128).
 
 Hopper cuDNN (:data:`CUDNN_H200`): the same NVIDIA cudnn-frontend benchmark on H200 (cuDNN
-9.19.0; ``benchmark/sdpa_benchmark_training/results/h200_919_only_cudnn/llama3.1_20260227_034703.csv``,
-commit df73764): bf16, batch 1, 64 query / 8 KV heads, head dim 128, causal: combined 0.508 /
-0.573 / 0.610 / 0.615 of 989 TFLOP/s at 4K / 8K / 16K / 32K. With Hopper's FA3 tile fill
-(``s_half`` 512 keys, from a different kernel and paper) the least-squares ``E`` is 0.640 (rms
-1 %): the topologies' ``attention_efficiency`` of dgx-h100 and h200 (same GH100 die, clocks and
-bf16 peak). The unmasked points (0.594 / 0.626 / 0.642 / 0.609) lie within 5 % of ``E`` times
-the non-causal fill. Until 2026-12 this constant was fitted on the H100 training steps jointly
-with the GEMM efficiency (0.599 at the bound of its range, flat in sequence length above 2K:
-not identified, as the two trade against each other); the kernel figure replaces it and the
-GEMM constants were refitted around it (docs/calibration-log.md). Release: cuDNN 9.19 is later
-than the training cases' (NeMo 24.x-25.x containers: cuDNN 9.1-9.10), for which no Hopper
-benchmark on GQA shapes is published. The same repository's earlier benchmark
-(``benchmark/benchmark_results.csv``, commit de355c7, 2024-09-23: cuDNN 9.1, H200 at locked
-1,980 MHz, 16 heads without GQA, batch 1-4) reached 0.483 / 0.508 / 0.532 / 0.542 / 0.544 of the
-peak causal at 4K-64K: 5-12 % below the 9.19 GQA points, so a 2024 container may run attention
-that much slower than this constant (release and head layout are not separable in these two
-sets); FlashAttention-3 (Shah et al. 2024, Fig. 5, a 2024 kernel) reaches 600-690 forward
-TFLOP/s at 8K-16K, about the 9.19 rate.
+9.19.0; ``benchmark/sdpa_benchmark_training/results/h200_919_only_cudnn/``
+``llama3.1_20260227_034703.csv``, commit df73764): bf16, batch 1, 64 query / 8 KV heads, head
+dim 128, causal: combined 0.508 / 0.573 / 0.610 / 0.615 of 989 TFLOP/s at 4K / 8K / 16K / 32K.
+With Hopper's FA3 tile fill (``s_half`` 512 keys, from a different kernel and paper) the
+least-squares ``E`` is 0.640 (rms 1 %): the topologies' ``attention_efficiency`` of dgx-h100 and
+h200 (same GH100 die, clocks and bf16 peak). The unmasked points (0.594 / 0.626 / 0.642 / 0.609)
+lie within 5 % of ``E`` times the non-causal fill. Until 2026-12 this constant was fitted on the
+H100 training steps jointly with the GEMM efficiency (0.599 at the bound of its range, flat in
+sequence length above 2K: not identified, as the two trade against each other); the kernel
+figure replaces it and the GEMM constants were refitted around it (docs/calibration-log.md).
+Release: cuDNN 9.19 is later than the training cases' (NeMo 24.x-25.x containers: cuDNN
+9.1-9.10), for which no Hopper benchmark on GQA shapes is published. The same repository's
+earlier benchmark (``benchmark/benchmark_results.csv``, commit de355c7, 2024-09-23: cuDNN 9.1,
+H200 at locked 1,980 MHz, 16 heads without GQA, batch 1-4) reached 0.483 / 0.508 / 0.532 / 0.542
+/ 0.544 of the peak causal at 4K-64K: 5-12 % below the 9.19 GQA points, so a 2024 container may
+run attention that much slower than this constant (release and head layout are not separable in
+these two sets); FlashAttention-3 (Shah et al. 2024, Fig. 5, a 2024 kernel) reaches 600-690
+forward TFLOP/s at 8K-16K, about the 9.19 rate.
 
 Blackwell (:data:`BLACKWELL`): tensor-core throughput per SM doubled from Hopper while the
 exponential units and shared-memory bandwidth that a tile's softmax and operand loads use

@@ -68,7 +68,7 @@ import copy
 import json
 import typing
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import yaml
@@ -399,14 +399,14 @@ def with_recipe(name: str, doc: dict, recipe: str | None) -> dict:
     return _with_entry(name, doc, "recipes", recipe)
 
 
-@lru_cache(maxsize=None)
+@cache
 def stack_recipes(name: str) -> tuple[str, ...]:
     """The FP8 recipes profile ``name`` prices in its own ``recipes`` section (read once: every
     FP8 run asks, several times a simulation)."""
     return tuple(str(k) for k in (_doc(name).get("recipes") or {}))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_stack(name: str = DEFAULT, release: str | None = None,
                recipe: str | None = None) -> Stack:
     """The shipped profile ``name`` (with ``release``'s values where its ``releases``
@@ -451,7 +451,7 @@ def _check_setting(dotted: str, value: Any) -> None:
         raise ConfigError(field, value, f"must be {allowed}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _with_settings(name: str, release: str | None, settings: str,
                    recipe: str | None = None) -> Stack:
     """The profile at ``release`` and FP8 ``recipe`` with a run's settings (``settings``:

@@ -286,7 +286,7 @@ def _compile(steps, route, s: int, overlap_grad: bool, shape: tuple) -> tuple:
     split = rule.split_pairs(steps)
     phases, wait, dst = [], [], []
     table: dict[tuple[str, int], tuple] = {}  # (phase, chunk) -> _hop
-    for i, x in enumerate(steps):
+    for x in steps:
         ph, mb, c = x
         hop = table.get((ph, c))
         if hop is None:

@@ -38,9 +38,9 @@ from ..config.workload import Workload
 from ..moe import is_moe_layer
 from ..shape.lora import model_adapter_params_per_layer
 from ..shape.mla import attention_params, core_flops
+from ..shape.plan_shape import attended_keys, microbatch_runs
 from ..workload.moe.layer import MoECost
 from ..workload.plan import Plan
-from ..shape.plan_shape import attended_keys, microbatch_runs
 
 
 def _attention_flops(w: Workload, causal: bool) -> float:

@@ -148,8 +148,9 @@ def _plan_dict(plan: Plan) -> dict[str, Any]:
 
 def kernel_peak(w: Workload, topo: Topology) -> float:
     """FLOP/s of the fastest tensor cores the simulated kernels use: the FP8 (FP4) peak in
-    an FP8 (NVFP4) recipe, else the bf16 peak (fp16 GEMMs are timed at it; :mod:`simulator.compute`).
-    HFU divides by it, so no kernel can be credited more than its hardware delivers."""
+    an FP8 (NVFP4) recipe, else the bf16 peak (fp16 GEMMs are timed at it;
+    :mod:`simulator.compute`). HFU divides by it, so no kernel can be credited more than its
+    hardware delivers."""
     return topo.gpu.datasheet_peak(w.training.precision_type.kernel)
 
 

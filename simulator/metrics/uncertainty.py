@@ -141,7 +141,7 @@ def _stratum(pool: list[dict], plan: Plan) -> tuple[list[dict], str, list[str]]:
               f"{plan.stack} {label}"),
              ([r for r in pool if r["stack"] == plan.stack], f"{plan.stack}, every category"),
              (pool, "every stack and category"))
-    for recs, basis in tiers:
+    for recs, basis in tiers:  # noqa: B007 (the tier found is returned)
         if len(_groups(recs)) >= MIN_GROUPS:
             break
     notes = [] if recs is tiers[0][0] else [

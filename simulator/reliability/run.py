@@ -27,6 +27,7 @@ from ..api import Overrides, Ref, TopologyRef, resolve, simulate_resolved
 from ..config import TopologyConfig, Workload
 from ..errors import ConfigError
 from ..metrics import with_expected_step
+from ..metrics.variability import Variability, step_distribution
 from .checkpoint import Checkpoint
 from .energy import MWH, it_energy_J
 from .failures import (
@@ -38,7 +39,6 @@ from .failures import (
     run_rng,
     simulate_runs,
 )
-from ..metrics.variability import Variability, step_distribution
 
 MAX_MC = 100_000  # Monte-Carlo runs or steps: beyond it the percentiles no longer move
 MC_FIELDS = ("step_time_p50_s", "step_time_p99_s", "monte_carlo")

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from ..config.workload import Workload
 from ..errors import ConfigError
 from ..moe import is_moe_layer
-from .mla import attention_params as mla_attention_params
 from .lora import adapter_params_per_layer
+from .mla import attention_params as mla_attention_params
 from .partition import Partition
 
 

@@ -108,6 +108,7 @@ def markdown(points_: list[tuple[dict[str, object], TimeToTrain]], fit_table: st
             "|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     lines = [head]
     rows = [r for _, r in points_]
+    zero2_dp_s = zero2.exposed_comm_s['dp']
     for i, (plan, r) in enumerate(points_):
         mc = r.monte_carlo
         if i:
@@ -150,7 +151,7 @@ optimizer state only (Megatron's distributed optimizer). Sharding the gradients 
 Megatron-FSDP does (`training.use_megatron_fsdp`, `data_parallel_sharding_strategy:
 optim_grads`) makes it fit ({zero2.memory_per_gpu_GB:.1f} GB), but that reduce-scatters
 the fp32 gradients over the 128 data-parallel ranks after every micro-batch, which exposes
-{zero2.exposed_comm_s['dp']:.1f} s per step ({100 * zero2.mfu:.1f} % MFU). The paper does not say how
+{zero2_dp_s:.1f} s per step ({100 * zero2.mfu:.1f} % MFU). The paper does not say how
 it accumulated gradients, nor the depth of its interleaved schedule
 (`workloads/llama3-405b.yaml`). The step time, failures and goodput above are those of
 the plan as published.

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..version import __version__
 from ..config import TopologyConfig, Workload
 from ..config.loader import apply_overrides, is_file, read_document, validate_model
 from ..errors import ConfigError
 from ..shape.validate import check_plan
+from ..version import __version__
 from .spec import Point
 
 SKIPPED = ("sources", "description")  # citations and prose: not inputs of the model

@@ -235,7 +235,9 @@ def coverage_stats(outcomes: list[dict]) -> dict:
     that claim the nominal rate), median relative half-width."""
     given = [o for o in outcomes if not o["withheld"]]
     claimed = [o for o in given if o["claimed"] is not None]
-    rate = (lambda xs: sum(o["covered"] for o in xs) / len(xs) if xs else float("nan"))
+    def rate(xs: list[dict]) -> float:
+        return sum(o["covered"] for o in xs) / len(xs) if xs else float("nan")
+
     widths = [o["half_width"] for o in given]
     by_group: dict[str, list[dict]] = defaultdict(list)
     for o in given:
@@ -283,7 +285,8 @@ def render(pool: dict, coverage: float = COVERAGE) -> list[str]:
             "Per set:", "", *_head("set"), *by_set, _row("**all**", coverage_stats(out)), "",
             "Per GPU:", "", *_head("GPU"), *by_gpu, "",
             "Widening terms (log sigma, measured on the pool): " + ", ".join(
-                f"{k} {v:.1%}" for k, v in t.items()) + ". " + _stack_note(pool) + " `single_step` is reported, not added.", ""]
+                f"{k} {v:.1%}" for k, v in t.items()) + ". " + _stack_note(pool)
+            + " `single_step` is reported, not added.", ""]
 
 
 def _stack_note(pool: dict) -> str:

@@ -45,9 +45,9 @@ import numpy as np
 
 from ..api import resolve
 from ..hardware import Topology
-from .cases import DEFAULT_DIR, Case, load_cases
-from ..workload.plan import build_plan
 from ..metrics.variability import Variability, expected_step, harmonic
+from ..workload.plan import build_plan
+from .cases import DEFAULT_DIR, Case, load_cases
 
 SCALE_KEYS = {"parallelism.data", "training.global_batch_size"}
 # Weak-scaling series of later software releases, kept out of the step-time validation

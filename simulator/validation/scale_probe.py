@@ -79,6 +79,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..engine import ListRecorder, run_engine
+from ..metrics.variability import perturb, replay
 from .scale_fit import (
     HOST_NOISE_S,
     SIGMAS,
@@ -89,7 +90,6 @@ from .scale_fit import (
     predicted,
     scale_groups,
 )
-from ..metrics.variability import perturb, replay
 
 TOLERANCE_PP = 2.0
 PHASE_EPS = 0.01  # relative step of every phase for the phases' share of the step

@@ -25,9 +25,9 @@ import yaml
 
 from ..api import resolve
 from ..hardware import Topology
-from .cases import DEFAULT_DIR, load_cases
-from ..workload.plan import build_plan
 from ..metrics.variability import Variability, sample_steps
+from ..workload.plan import build_plan
+from .cases import DEFAULT_DIR, load_cases
 
 RUNS = DEFAULT_DIR / "step_spread" / "dgxc_examples.yaml"
 STEPS = 200  # Monte-Carlo steps per run (the relative standard error of the sd: 5 %)

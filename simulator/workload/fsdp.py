@@ -72,13 +72,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..precision import DTYPE_BYTES
 from ..collectives import collective_time
 from ..compute import memory_time
 from ..config.stacks import Stack, run_stack
 from ..config.workload import Workload
 from ..hardware import Placement, Topology
 from ..memory.states import weight_bytes
+from ..precision import DTYPE_BYTES
 from ..shape.plan_shape import PlanShape
 from .step_input import grad_comm_bytes
 

@@ -21,16 +21,16 @@ from ..config.stacks import run_stack
 from ..config.workload import Workload
 from ..engine import EngineInput
 from ..hardware import Placement, Topology
+from ..shape.params import StageParams
+from ..shape.partition import Partition
+from ..shape.plan_shape import PlanShape, microbatch_runs, schedule_steps
+from .blocking_p2p import add_blocking_sends
 from .chunk_cost import ChunkCoster
 from .cost import Phase
-from .blocking_p2p import add_blocking_sends
 from .fsdp import add_fsdp_traffic
 from .moe.layer import MoECost
 from .moe.part import add_ep_breakdown
 from .moe.plan import ChunkBase, add_moe_parts
-from ..shape.params import StageParams
-from ..shape.partition import Partition
-from ..shape.plan_shape import PlanShape, microbatch_runs, schedule_steps
 from .step_input import engine_input
 
 AXES = ("compute", "tp", "cp", "ep")

@@ -48,11 +48,11 @@ from ..config.workload import Workload
 from ..engine import EngineInput
 from ..hardware import Placement, Topology
 from ..memory.states import optimizer_states, weight_bytes
+from ..shape.params import StageParams
+from ..shape.plan_shape import PlanShape
 from .blocking_p2p import engine_p2p, p2p_seconds
 from .layout import strides
 from .ops import dims
-from ..shape.params import StageParams
-from ..shape.plan_shape import PlanShape
 
 GRAD_BYTES = 4  # fp32 gradient reduction (Megatron's default for bf16 training)
 
