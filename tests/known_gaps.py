@@ -30,6 +30,11 @@ KNOWN_GAPS: dict[str, str] = {
     "mlperf41-gpt3-175b-h100-256g":
         "tests/test_validation_mlperf.py::test_the_mbs2_gpt3_runs_within_the_bar (+14.9 %: the "
         "tuned MBS 2 recipe's FP8 GEMMs run faster than the fitted efficiency prices them)",
+    **{f"mlperf60-deepseek-v3-gb200-{n}g":
+       "tests/test_validation_mlperf.py::test_the_gb200_deepseek_runs_within_the_bar (-18 .. "
+       "-43 %: DeepSeek-V3 at TP 2 on GB200 loses more per step than priced, the more the "
+       "fewer micro-batches a step; the GB300 runs of the recipe at TP 1 are within 3.2 %)"
+       for n in (512, 2048, 4096, 8192)},
     "mlperf51-llama31-8b-h100-cisco-128g":
         "tests/test_validation_mlperf.py::test_the_cisco_h100_8b_runs_within_the_bar (-32 %: "
         "TP 2 saves 29 % of Cisco's step as measured, 44 % as priced)",

@@ -65,11 +65,12 @@ def _shifted(records: list[dict], log_shift: float) -> list[dict]:
 
 
 def test_the_interval_is_centred_on_a_bias_only_where_it_is_significant(fresh):
-    # the never-fitted runs are predicted high on average (+2 % in log), but their groups'
-    # means spread too widely (the B200 long-sequence rows -11 %, DeepSpeed's MT-NLG -19 %,
-    # torchtitan's FP8 rows +10 %) for the 2-standard-error rule: no centring today
+    # the never-fitted runs are predicted high on average (+0.8 % in log; +1 % before the v6.0
+    # DeepSeek-V3 GB200 runs, -18 .. -43 %, joined), but their groups' means spread too widely
+    # (those, the B200 long-sequence rows -11 %, DeepSpeed's MT-NLG -19 %, torchtitan's FP8
+    # rows +10 %) for the 2-standard-error rule: no centring today
     mean = sum(math.log1p(r["error"]) for r in fresh) / len(fresh)
-    assert mean > 0.01
+    assert 0.005 < mean < 0.02
     assert bias(fresh) == 0.0
     # the same pool shifted by a common +10 % or -10 % is centred on that shift
     up, down = bias(_shifted(fresh, 0.0953)), bias(_shifted(fresh, -0.0953))

@@ -8,6 +8,7 @@ submission's config files."""
 from __future__ import annotations
 
 import itertools
+import json
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -51,6 +52,11 @@ SMALL_STEP_MISSES = {"mlperf51-llama31-8b-gb200-512g": (0.12, 0.20),
                      # efficiency), NVFP4 on one node: its gain over B200 measured 1.13x
                      "mlperf51-llama31-8b-nvfp4-b300-lenovo-8g": (-0.18, -0.10),
                      "mlperf51-llama31-8b-nvfp4-b300-nebius-8g": (-0.16, -0.08)}
+# DeepSeek-V3 671B (v6.0) on GB200, TP 2: too fast, the more so the fewer micro-batches a step
+DSV3 = "mlperf60-deepseek-v3-"
+DSV3_GB200 = {f"{DSV3}gb200-{n}g": r for n, r in
+              ((512, (-0.22, -0.14)), (2048, (-0.26, -0.17)), (4096, (-0.34, -0.25)),
+               (8192, (-0.48, -0.38)))}
 
 
 def _memory(c):
@@ -59,9 +65,10 @@ def _memory(c):
 
 
 def test_each_run_states_its_recipe_and_fits(cases):
-    assert len(cases) == 70
+    assert len(cases) == 76
     for c in cases.values():
-        assert any(f"training_results_v{r}" in c.source for r in ("4.0", "4.1", "5.0", "5.1")), c.id
+        assert any(f"training_results_v{r}" in c.source
+                   for r in ("4.0", "4.1", "5.0", "5.1", "6.0")), c.id
         assert c.recipe["source"] and c.recipe["unknown"], c.id
         rep = _memory(c)
         assert rep.fits, f"{c.id}: {rep.explain()}"
@@ -91,8 +98,8 @@ def test_step_times_within_the_bar(cases):
             assert -0.15 <= err <= -0.09, (cid, err)
         elif cid in CP8_LORA:
             assert 0.15 <= err <= 0.25, (cid, err)
-        elif cid in SMALL_STEP_MISSES:
-            lo, hi = SMALL_STEP_MISSES[cid]
+        elif cid in SMALL_STEP_MISSES or cid in DSV3_GB200:
+            lo, hi = {**SMALL_STEP_MISSES, **DSV3_GB200}[cid]
             assert lo <= err <= hi, (cid, err)
         else:
             assert abs(err) <= 0.12, (cid, err)
@@ -175,7 +182,7 @@ def _per_sample(c, step_s):
     """GPU-seconds per sample: GPUs x step / GBS."""
     ov, w = c.spec["overrides"], c.spec["workload"]
     par = w["parallelism"]
-    gpus = (par["tensor"] * par["pipeline"] * par["context"]
+    gpus = (par["tensor"] * par["pipeline"] * par.get("context", 1)
             * ov.get("parallelism.data", par["data"]))
     return gpus * step_s / ov.get("training.global_batch_size", w["training"]["global_batch_size"])
 
@@ -361,3 +368,60 @@ def test_the_b300_runs(cases):
                    "step 1.13x faster than B200, the model 1.21x (validation/mlperf/README.md)")
 def test_the_b300_nvfp4_runs_within_the_bar(cases):
     _assert_within_the_bar(cases, [f"{B300}nvfp4-b300-{s}-8g" for s in ("nebius", "lenovo")])
+
+
+BLOCKS = FOLDER / "blocks" / "deepseekv3_671b_v6.0.json"
+
+
+def test_the_deepseek_v3_values_are_the_median_of_their_blocks(cases):
+    """Each v6.0 DeepSeek-V3 value is the median train_step_time over every one-step block of
+    its three logs (validation/mlperf/blocks/, transcribed from the logs), and the blocks' wall
+    times give the same value within 0.1 %."""
+    logs = json.loads(BLOCKS.read_text())["logs"]
+    systems = {"gb200-512g": "tyche-hsg_ngpu512", "gb200-2048g": "tyche-hsg_ngpu2048",
+               "gb200-4096g": "tyche-hsg_ngpu4096", "gb200-8192g": "tyche-hsg_ngpu8192",
+               "gb300-256g": "theia_ngpu256", "gb300-512g": "theia_ngpu512"}
+    for tail, system in systems.items():
+        mine = [v for k, v in logs.items() if k.startswith(system + "_")]
+        assert len(mine) == 3, system
+        steps = [t for log in mine for t in log["train_step_time_s"]]
+        walls = [t for log in mine for t in log["block_wall_s"]]
+        c = cases[DSV3 + tail]
+        assert len(steps) >= 135 and all(log["max_sequence_length"] == 4096 for log in mine)
+        assert {log["global_batch_size"] for log in mine} == {c.spec["overrides"].get(
+            "training.global_batch_size", c.spec["workload"]["training"]["global_batch_size"])}
+        assert c.measured == pytest.approx(statistics.median(steps), abs=5e-4), tail
+        assert statistics.median(walls) == pytest.approx(c.measured, rel=1e-3), tail
+
+
+def test_the_deepseek_v3_runs(cases):
+    """DeepSeek-V3 671B, MXFP8, never fitted. GB300 (TP 1, no recompute, 240 / 120 micro-batches
+    a step): within 5 % (today +3.2 / +1.8 %), and from 256 to 512 GPUs the step shrinks
+    1.957x as measured, 1.983x predicted. GB200 (TP 2, 240 down to 16 micro-batches a step)
+    comes out fast by 18-43 %: measured, a sample costs 1.09 / 1.24 / 1.61x the 512-GPU run's
+    GPU-seconds at 2,048 / 4,096 / 8,192 GPUs; the model gives 1.03 / 1.06 / 1.12
+    (validation/mlperf/README.md)."""
+    pred = {cid: predict_step_time(c) for cid, c in cases.items() if cid.startswith(DSV3)}
+    gb300 = [f"{DSV3}gb300-{n}g" for n in (256, 512)]
+    for cid in gb300:
+        assert abs(pred[cid] / cases[cid].measured - 1) <= 0.05, (cid, pred[cid])
+    measured = cases[gb300[0]].measured / cases[gb300[1]].measured
+    assert measured == pytest.approx(1.957, abs=0.002)
+    assert pred[gb300[0]] / pred[gb300[1]] == pytest.approx(measured, rel=0.03)
+    gb200 = list(DSV3_GB200)
+    base_m = _per_sample(cases[gb200[0]], cases[gb200[0]].measured)
+    base_p = _per_sample(cases[gb200[0]], pred[gb200[0]])
+    m = [_per_sample(cases[c], cases[c].measured) / base_m for c in gb200[1:]]
+    p = [_per_sample(cases[c], pred[c]) / base_p for c in gb200[1:]]
+    assert m == pytest.approx([1.086, 1.235, 1.609], abs=0.003), m
+    assert all(b > a for a, b in itertools.pairwise([1.0, *p])), p  # the order is right
+    assert p[-1] < 1.2, p
+
+
+@pytest.mark.xfail(strict=True, reason="DeepSeek-V3 on GB200 at TP 2 (v6.0): -18 / -22 / -30 / "
+                   "-43 % at 512 / 2,048 / 4,096 / 8,192 GPUs, while the GB300 runs at TP 1 of the "
+                   "same recipe are +3.2 / +1.8 %; the per-step cost that grows as the "
+                   "micro-batches a step fall from 240 to 16 is not identified "
+                   "(validation/mlperf/README.md)")
+def test_the_gb200_deepseek_runs_within_the_bar(cases):
+    _assert_within_the_bar(cases, list(DSV3_GB200))
