@@ -14,8 +14,11 @@ KNOWN_GAPS: dict[str, str] = {
        "all-to-all CP 8 under LoRA measured 29 % more GPU-seconds a sample than DP 8, priced 55 %)"
        for n in (72, 144, 512)},
     "mlperf51-llama31-8b-gb200-512g":
-        "tests/test_validation_mlperf.py::test_the_512_gpu_8b_runs_within_the_bar (+16 %: a "
+        "tests/test_validation_mlperf.py::test_the_shortest_8b_steps_within_the_bar (+16 %: a "
         "0.09 s step, most of the excess the per-step host wait fitted on steps of seconds)",
+    "mlperf60-llama31-8b-gb200-1024g":
+        "tests/test_validation_mlperf.py::test_the_shortest_8b_steps_within_the_bar (+33 %: a "
+        "0.073 s step on 256 trays, 58 ms of it the priced host wait against the 36 ms left)",
     **{f"mbridge{r}-llama3-70b-gb200-64g-nvfp4":
        "tests/test_validation_megatron_bridge.py::test_the_gb200_nvfp4_70b_runs_within_the_bar "
        "(-16.1 / -14.2 %: GB200's NVFP4 efficiency is its FP8 value carried; the 405B NVFP4 rows "

@@ -38,6 +38,8 @@ CP2_LORA = ("mlperf40-llama2-70b-lora-h100-64g", "mlperf40-llama2-70b-lora-h100-
 CP8_LORA = tuple(f"mlperf50-llama2-70b-lora-gb200-{n}g" for n in (72, 144, 512))
 # Llama 3.1 8B (v5.1) runs outside the 12 % bar, each held inside its known range here
 SMALL_STEP_MISSES = {"mlperf51-llama31-8b-gb200-512g": (0.12, 0.20),
+                     # the v6.0 run of the benchmark on 1,024 GB200 (TP 4 CP 4): 0.073 s
+                     "mlperf60-llama31-8b-gb200-1024g": (0.25, 0.40),
                      "mlperf51-llama31-8b-gb300-512g": (0.08, 0.16),
                      "mlperf51-llama31-8b-h100-cisco-64g": (-0.17, -0.10),
                      "mlperf51-llama31-8b-h100-cisco-128g": (-0.36, -0.27),
@@ -66,7 +68,7 @@ def _memory(c):
 
 
 def test_each_run_states_its_recipe_and_fits(cases):
-    assert len(cases) == 76
+    assert len(cases) == 78
     for c in cases.values():
         assert any(f"training_results_v{r}" in c.source
                    for r in ("4.0", "4.1", "5.0", "5.1", "6.0")), c.id
@@ -252,12 +254,29 @@ def test_the_8b_fp8_runs(cases):
         assert abs(errs[cid]) <= 0.02 and predict_step_time(default) / runs[cid].measured > 1.15
 
 
-@pytest.mark.xfail(strict=True, reason="the shortest steps: TP 2 CP 4 on 512 GB200 / GB300, "
-                   "0.09 s, predicted +16 / +12 %; most of the excess is the per-step host wait "
-                   "(topology reliability.host_noise_s, fitted on steps of seconds): without it "
-                   "they come out 41-47 % fast (validation/mlperf/README.md)")
-def test_the_512_gpu_8b_runs_within_the_bar(cases):
-    _assert_within_the_bar(cases, [f"{LLAMA8B}{gpu}-512g" for gpu in ("gb200", "gb300")])
+SHORTEST_8B = [f"{LLAMA8B}{gpu}-512g" for gpu in ("gb200", "gb300")] + [
+    "mlperf60-llama31-8b-gb200-1024g"]
+
+
+@pytest.mark.xfail(strict=True, reason="the shortest steps: TP 2 CP 4 on 512 GB200 / GB300 "
+                   "(v5.1), 0.09 s, and TP 4 CP 4 on 1,024 GB200 (v6.0), 0.073 s: predicted +16 / "
+                   "+12 / +33 %; most of the excess is the per-step host wait (topology "
+                   "reliability.host_noise_s, fitted on steps of seconds): without it they come "
+                   "out 41-47 % fast (validation/mlperf/README.md)")
+def test_the_shortest_8b_steps_within_the_bar(cases):
+    _assert_within_the_bar(cases, SHORTEST_8B)
+
+
+def test_the_shortest_8b_steps_are_mostly_the_host_wait(cases):
+    """The three GB200 / GB300 8B runs of 0.07-0.09 s: the one-step model without the per-step
+    host wait is 41-47 % fast, with it 12-33 % slow, so the measured overhead lies between
+    none and the fitted 9.5 ms per tray and step (the slowest of 128 / 256 trays:
+    9.5 ms x H_J = 52 / 58 ms a step; the runs leave 36-39 ms)."""
+    for cid in SHORTEST_8B:
+        c = cases[cid]
+        quiet = predict_step_time(c, {"reliability.host_noise_s": 0.0})
+        assert -0.48 <= quiet / c.measured - 1 <= -0.40, cid
+        assert 0.10 <= predict_step_time(c) / c.measured - 1 <= 0.35, cid
 
 
 @pytest.mark.xfail(strict=True, reason="Cisco's H100 runs (NeMo 2.4, TE 2.5, no CUDA graphs, "
@@ -393,6 +412,44 @@ def test_the_deepseek_v3_values_are_the_median_of_their_blocks(cases):
             "training.global_batch_size", c.spec["workload"]["training"]["global_batch_size"])}
         assert c.measured == pytest.approx(statistics.median(steps), abs=5e-4), tail
         assert statistics.median(walls) == pytest.approx(c.measured, rel=1e-3), tail
+
+
+LLAMA_V6 = "mlperf60-llama31-"
+LLAMA_BLOCKS = FOLDER / "blocks" / "llama31_v6.0.json"
+
+
+def test_the_v6_llama_values_are_the_median_of_their_blocks(cases):
+    """The v6.0 Llama 3.1 values are the median train_step_time over every block of their
+    logs (ten 8B logs on 1,024 GB200, three 405B logs on 2,048 GB300), and the blocks' wall
+    times per step give the same value within 0.1 %; the logged batch and sequence are the
+    cases'."""
+    logs = json.loads(LLAMA_BLOCKS.read_text())["logs"]
+    for tail, system, n_logs, seq in (("8b-gb200-1024g", "tyche-hsg_ngpu1024", 10, 8192),
+                                      ("405b-nvfp4-gb300-2048g", "theia-cmh_ngpu2048", 3, 8192)):
+        mine = [v for k, v in logs.items() if k.startswith(system + "_")]
+        assert len(mine) == n_logs, system
+        c = cases[LLAMA_V6 + tail]
+        steps = [t for log in mine for t in log["train_step_time_s"]]
+        walls = [t for log in mine for t in log["block_wall_per_step_s"]]
+        assert {log["global_batch_size"] for log in mine} == {
+            c.spec["workload"]["training"]["global_batch_size"]}
+        assert all(log["max_sequence_length"] == seq == c.spec["workload"]["model"]["seq_length"]
+                   for log in mine)
+        assert c.measured == pytest.approx(statistics.median(steps), abs=5e-4), tail
+        assert statistics.median(walls) == pytest.approx(c.measured, rel=1e-3), tail
+
+
+def test_the_v6_405b_run(cases):
+    """Llama 3.1 405B in NVFP4 on 2,048 GB300 (v6.0, NeMo 26.04): within 5 % (today -2.7 %),
+    and against the v5.1 run of the same plan on 512 GB300 (NeMo 25.09, 72 micro-batches a step
+    against 16) a sample costs 1.049x the GPU-seconds as measured; the model gives 1.09x
+    (the deeper relative bubble of 16 micro-batches), within 5 points."""
+    new, old = cases[f"{LLAMA_V6}405b-nvfp4-gb300-2048g"], cases[
+        "mlperf51-llama31-405b-nvfp4-gb300-512g"]
+    assert abs(predict_step_time(new) / new.measured - 1) <= 0.05
+    m, p = _weak_scaling([old, new])
+    assert m[1] == pytest.approx(1.049, abs=0.002)
+    assert abs(p[1] - m[1]) <= 0.05, p
 
 
 def test_the_deepseek_v3_runs(cases):
