@@ -231,8 +231,9 @@ def fsdp_staged_params(w: Workload, partition: Partition, stage: int,
 def _bf16_params(w: Workload, partition: Partition, stage: int) -> float:
     """Parameters on one GPU of ``stage`` in its 16-bit decoder layers
     (``training.first_last_layers_bf16``; dense models only)."""
-    n = sum(w.bf16_layer(x) for x in stage_layer_indices(partition, stage)) \
-        if w.bf16_layers else 0
+    if not w.training.first_last_layers_bf16:
+        return 0.0
+    n = sum(w.bf16_layer(x) for x in stage_layer_indices(partition, stage))
     return n * layer_params(w, False).dense if n else 0.0
 
 

@@ -72,7 +72,8 @@ def stage_activations(w: Workload, partition: Partition, stage: int,
                       load: float) -> StageActivations:
     """Activations held by one GPU of ``stage`` at its peak (bytes), see module docstring."""
     cache: dict[tuple[bool, bool, str | None], float] = {}
-    w16 = w.in_bf16() if w.bf16_layers else w  # first_last_layers_bf16: 16-bit saved inputs
+    # first_last_layers_bf16: those layers' saved inputs are 16-bit
+    w16 = w.in_bf16() if w.training.first_last_layers_bf16 else w
 
     def per_layer(layer: int, mode: str | None = None) -> float:
         key = (is_moe_layer(w, layer), w.bf16_layer(layer), mode)
